@@ -1,0 +1,310 @@
+"""Trace builders for GraphRAG, DocumentRAG and extraction provenance.
+
+Each builder returns a list of :class:`Triple` in a named graph (query time:
+``urn:graph:retrieval``; extraction: ``urn:graph:source``).  Values that are not text are
+typed literals (``xsd:dateTime``, ``xsd:integer``).  Builders validate their inputs: an
+invalid IRI raises :class:`~trustgraph_base.rdf.terms.TermError`, so nothing unparseable
+ever reaches a store or an export.
+
+Shared constant terms (predicates, classes) are module-level singletons, so a trace of
+~330 triples costs well under a microsecond per triple.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Sequence
+
+from ..rdf.terms import TermError, validate_iri, validate_term
+from ..schema.primitives import IRI, LITERAL, TRIPLE, Term, Triple
+from . import namespaces as ns
+
+__all__ = [
+    "EdgeSelection", "edge_id", "timestamp_literal", "in_graph",
+    "question_triples", "exploration_triples", "focus_triples", "synthesis_triples", "error_triples",
+    "docrag_question_triples", "docrag_exploration_triples", "docrag_synthesis_triples",
+    "document_triples", "page_triples", "chunk_triples", "subgraph_triples", "activity_triples",
+]
+
+_TERMS: dict[str, Term] = {}
+
+
+def _c(iri: str) -> Term:
+    """A shared constant IRI term (never mutate it)."""
+    t = _TERMS.get(iri)
+    if t is None:
+        t = _TERMS[iri] = Term(IRI, iri)
+    return t
+
+
+A = _c(ns.RDF_TYPE)
+LABEL = _c(ns.RDFS_LABEL)
+
+
+def _iri(value: str) -> Term:
+    return Term(IRI, validate_iri(value))
+
+
+def _text(value: str) -> Term:
+    return validate_term(Term(LITERAL, value))
+
+
+def _int(value: int) -> Term:
+    if type(value) is not int:
+        raise TermError(f"expected an integer, got {type(value).__name__}")
+    return Term(LITERAL, str(value), ns.XSD_INTEGER)
+
+
+def timestamp_literal(when: datetime | str | None = None) -> Term:
+    """An ``xsd:dateTime`` literal (UTC, millisecond precision); ``None`` means now."""
+    if when is None:
+        when = datetime.now(timezone.utc)
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        text = when.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    else:
+        text = str(when)
+        try:
+            datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise TermError(f"invalid timestamp {text!r}") from None
+    return Term(LITERAL, text, ns.XSD_DATETIME)
+
+
+def edge_id(s: str, p: str, o: str) -> str:
+    """The id the LLM sees for an edge: first 8 hex digits of ``sha256("s|p|o")``."""
+    return hashlib.sha256(f"{s}|{p}|{o}".encode("utf-8")).hexdigest()[:8]
+
+
+def in_graph(triples: Iterable[Triple], graph: str) -> list[Triple]:
+    """Copies of ``triples`` placed in named graph ``graph`` (``""`` = default graph)."""
+    if graph:
+        validate_iri(graph)
+    return [Triple(t.s, t.p, t.o, graph) for t in triples]
+
+
+@dataclass(slots=True)
+class EdgeSelection:
+    """One edge the LLM selected, with the original terms and its stated reason."""
+
+    edge: Triple
+    reasoning: str = ""
+    edge_id: str = ""
+
+
+def _types(uri: Term, g: str, *classes: str) -> list[Triple]:
+    return [Triple(uri, A, _c(c), g) for c in classes]
+
+
+# ---------------------------------------------------------------- GraphRAG
+def question_triples(question_uri: str, query: str, timestamp: datetime | str | None = None, *,
+                     parent_uri: str = "", graph: str = ns.GRAPH_RETRIEVAL,
+                     question_type: str = ns.TG_GRAPH_RAG_QUESTION,
+                     label: str = "GraphRAG question") -> list[Triple]:
+    """The Question activity: what was asked, when, and (for sub-queries) which Analysis asked."""
+    q = _iri(question_uri)
+    out = _types(q, graph, ns.PROV_ACTIVITY, ns.TG_QUESTION, question_type)
+    out.append(Triple(q, LABEL, _text(label), graph))
+    out.append(Triple(q, _c(ns.PROV_STARTED_AT_TIME), timestamp_literal(timestamp), graph))
+    out.append(Triple(q, _c(ns.TG_QUERY), _text(query), graph))
+    if parent_uri:
+        out.append(Triple(q, _c(ns.PROV_WAS_DERIVED_FROM), _iri(parent_uri), graph))
+    return out
+
+
+def exploration_triples(exploration_uri: str, question_uri: str, edge_count: int,
+                        entities: Sequence[Term] = (), *, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Exploration entity: how many edges were retrieved, from which seed entities."""
+    e = _iri(exploration_uri)
+    out = _types(e, graph, ns.PROV_ENTITY, ns.TG_EXPLORATION)
+    out.append(Triple(e, LABEL, _c_lit("Exploration"), graph))
+    out.append(Triple(e, _c(ns.PROV_WAS_GENERATED_BY), _iri(question_uri), graph))
+    out.append(Triple(e, _c(ns.TG_EDGE_COUNT), _int(edge_count), graph))
+    ent = _c(ns.TG_ENTITY)
+    for term in entities:
+        out.append(Triple(e, ent, validate_term(term), graph))
+    return out
+
+
+def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[EdgeSelection | tuple],
+                  session_id: str, *, dropped: int = 0, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Focus entity and one EdgeSelection per selected edge (``tg:edge <<( s p o )>>`` + reasoning).
+
+    :param selections: ``EdgeSelection`` objects or ``(Triple, reasoning)`` pairs, with the
+        edge's **original** terms.
+    :param dropped: how many lines of the LLM's selection output were unusable.
+    """
+    from .uris import edge_selection_uri
+
+    f = _iri(focus_uri)
+    out = _types(f, graph, ns.PROV_ENTITY, ns.TG_FOCUS)
+    out.append(Triple(f, LABEL, _c_lit("Focus"), graph))
+    out.append(Triple(f, _c(ns.PROV_WAS_DERIVED_FROM), _iri(exploration_uri), graph))
+    if dropped:
+        out.append(Triple(f, _c(ns.TG_DROPPED_COUNT), _int(dropped), graph))
+    sel_p, edge_p, reason_p = _c(ns.TG_SELECTED_EDGE), _c(ns.TG_EDGE), _c(ns.TG_REASONING)
+    sel_type = _c(ns.TG_EDGE_SELECTION)
+    for i, sel in enumerate(selections):
+        edge, reasoning = (sel.edge, sel.reasoning) if isinstance(sel, EdgeSelection) else sel
+        quoted = validate_term(Term(TRIPLE, triple=Triple(edge.s, edge.p, edge.o)))
+        u = _iri(edge_selection_uri(session_id, i))
+        out.append(Triple(f, sel_p, u, graph))
+        out.append(Triple(u, A, sel_type, graph))
+        out.append(Triple(u, edge_p, quoted, graph))
+        if reasoning:
+            out.append(Triple(u, reason_p, _text(reasoning), graph))
+    return out
+
+
+def synthesis_triples(synthesis_uri: str, focus_uri: str, document_uri: str = "", *, content: str = "",
+                      llm_model: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Synthesis entity: derived from the Focus; the answer text is in the librarian at ``document_uri``."""
+    s = _iri(synthesis_uri)
+    out = _types(s, graph, ns.PROV_ENTITY, ns.TG_SYNTHESIS)
+    out.append(Triple(s, LABEL, _c_lit("Synthesis"), graph))
+    out.append(Triple(s, _c(ns.PROV_WAS_DERIVED_FROM), _iri(focus_uri), graph))
+    if document_uri:
+        out.append(Triple(s, _c(ns.TG_DOCUMENT), _iri(document_uri), graph))
+    if content:
+        out.append(Triple(s, _c(ns.TG_CONTENT), _text(content), graph))
+    if llm_model:
+        out.append(Triple(s, _c(ns.TG_LLM_MODEL), _text(llm_model), graph))
+    return out
+
+
+def error_triples(error_uri: str, parent_uri: str, message: str, stage: str, *,
+                  graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """An Error entity recording how far a failed query got (derived from its last completed stage)."""
+    e = _iri(error_uri)
+    out = _types(e, graph, ns.PROV_ENTITY, ns.TG_ERROR)
+    out.append(Triple(e, LABEL, _c_lit("Error"), graph))
+    out.append(Triple(e, _c(ns.PROV_WAS_DERIVED_FROM), _iri(parent_uri), graph))
+    out.append(Triple(e, _c(ns.TG_STAGE), _text(stage), graph))
+    out.append(Triple(e, _c(ns.TG_ERROR_MESSAGE), _text(message[:4000]), graph))
+    return out
+
+
+# ---------------------------------------------------------------- DocumentRAG
+def docrag_question_triples(question_uri: str, query: str, timestamp: datetime | str | None = None, *,
+                            parent_uri: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    return question_triples(question_uri, query, timestamp, parent_uri=parent_uri, graph=graph,
+                            question_type=ns.TG_DOC_RAG_QUESTION, label="DocumentRAG question")
+
+
+def docrag_exploration_triples(exploration_uri: str, question_uri: str, chunk_uris: Sequence[str], *,
+                               graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Exploration of a DocumentRAG query: which chunks were retrieved (extraction-provenance URIs)."""
+    e = _iri(exploration_uri)
+    out = _types(e, graph, ns.PROV_ENTITY, ns.TG_EXPLORATION)
+    out.append(Triple(e, LABEL, _c_lit("Exploration"), graph))
+    out.append(Triple(e, _c(ns.PROV_WAS_GENERATED_BY), _iri(question_uri), graph))
+    out.append(Triple(e, _c(ns.TG_CHUNK_COUNT), _int(len(chunk_uris)), graph))
+    sel = _c(ns.TG_SELECTED_CHUNK)
+    for c in chunk_uris:
+        out.append(Triple(e, sel, _iri(c), graph))
+    return out
+
+
+def docrag_synthesis_triples(synthesis_uri: str, exploration_uri: str, content: str, document_uri: str = "", *,
+                             llm_model: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    s = _iri(synthesis_uri)
+    out = _types(s, graph, ns.PROV_ENTITY, ns.TG_SYNTHESIS)
+    out.append(Triple(s, LABEL, _c_lit("Synthesis"), graph))
+    out.append(Triple(s, _c(ns.PROV_WAS_DERIVED_FROM), _iri(exploration_uri), graph))
+    out.append(Triple(s, _c(ns.TG_CONTENT), _text(content), graph))
+    if document_uri:
+        out.append(Triple(s, _c(ns.TG_DOCUMENT), _iri(document_uri), graph))
+    if llm_model:
+        out.append(Triple(s, _c(ns.TG_LLM_MODEL), _text(llm_model), graph))
+    return out
+
+
+# ---------------------------------------------------------------- extraction (urn:graph:source)
+def document_triples(doc_uri: str, title: str, mime_type: str = "", page_count: int = 0, *,
+                     graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
+    d = _iri(doc_uri)
+    out = _types(d, graph, ns.PROV_ENTITY, ns.TG_DOCUMENT_TYPE)
+    if title:
+        out.append(Triple(d, _c(ns.DC_TITLE), _text(title), graph))
+        out.append(Triple(d, LABEL, _text(title), graph))
+    if mime_type:
+        out.append(Triple(d, _c(ns.TG_MIME_TYPE), _text(mime_type), graph))
+    if page_count:
+        out.append(Triple(d, _c(ns.TG_PAGE_COUNT), _int(page_count), graph))
+    return out
+
+
+def page_triples(page_uri: str, doc_uri: str, page_number: int, *, activity_uri: str = "",
+                 graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
+    p = _iri(page_uri)
+    out = _types(p, graph, ns.PROV_ENTITY, ns.TG_PAGE_TYPE)
+    out.append(Triple(p, LABEL, _text(f"Page {page_number}"), graph))
+    out.append(Triple(p, _c(ns.TG_PAGE_NUMBER), _int(page_number), graph))
+    out.append(Triple(p, _c(ns.PROV_WAS_DERIVED_FROM), _iri(doc_uri), graph))
+    if activity_uri:
+        out.append(Triple(p, _c(ns.PROV_WAS_GENERATED_BY), _iri(activity_uri), graph))
+    return out
+
+
+def chunk_triples(chunk_uri: str, page_uri: str, chunk_index: int, char_offset: int, char_length: int, *,
+                  activity_uri: str = "", graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
+    c = _iri(chunk_uri)
+    out = _types(c, graph, ns.PROV_ENTITY, ns.TG_CHUNK_TYPE)
+    out.append(Triple(c, LABEL, _text(f"Chunk {chunk_index}"), graph))
+    out.append(Triple(c, _c(ns.TG_CHUNK_INDEX), _int(chunk_index), graph))
+    out.append(Triple(c, _c(ns.TG_CHAR_OFFSET), _int(char_offset), graph))
+    out.append(Triple(c, _c(ns.TG_CHAR_LENGTH), _int(char_length), graph))
+    out.append(Triple(c, _c(ns.PROV_WAS_DERIVED_FROM), _iri(page_uri), graph))
+    if activity_uri:
+        out.append(Triple(c, _c(ns.PROV_WAS_GENERATED_BY), _iri(activity_uri), graph))
+    return out
+
+
+def subgraph_triples(subgraph_uri: str, chunk_uri: str, extracted: Iterable[Triple], *, activity_uri: str = "",
+                     graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
+    """The Subgraph of one chunk: ``tg:contains <<( s p o )>>`` for every triple extracted from it."""
+    sg = _iri(subgraph_uri)
+    out = _types(sg, graph, ns.PROV_ENTITY, ns.TG_SUBGRAPH_TYPE)
+    out.append(Triple(sg, _c(ns.PROV_WAS_DERIVED_FROM), _iri(chunk_uri), graph))
+    if activity_uri:
+        out.append(Triple(sg, _c(ns.PROV_WAS_GENERATED_BY), _iri(activity_uri), graph))
+    contains = _c(ns.TG_CONTAINS)
+    for t in extracted:
+        out.append(Triple(sg, contains, validate_term(Term(TRIPLE, triple=Triple(t.s, t.p, t.o))), graph))
+    return out
+
+
+def activity_triples(activity_uri: str, component: str, version: str, *, model: str = "",
+                     used_uri: str = "", timestamp: datetime | str | None = None,
+                     graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
+    """An extraction Activity and the software Agent that ran it (component, version, model)."""
+    from .uris import agent_uri
+
+    a = _iri(activity_uri)
+    ag = _iri(agent_uri(component))
+    out = _types(a, graph, ns.PROV_ACTIVITY)
+    out.append(Triple(a, LABEL, _text(component), graph))
+    out.append(Triple(a, _c(ns.PROV_WAS_ASSOCIATED_WITH), ag, graph))
+    out.append(Triple(a, _c(ns.PROV_STARTED_AT_TIME), timestamp_literal(timestamp), graph))
+    if used_uri:
+        out.append(Triple(a, _c(ns.PROV_USED), _iri(used_uri), graph))
+    out.append(Triple(ag, A, _c(ns.PROV_AGENT), graph))
+    out.append(Triple(ag, LABEL, _text(component), graph))
+    out.append(Triple(ag, _c(ns.TG_COMPONENT_VERSION), _text(version), graph))
+    if model:
+        out.append(Triple(ag, _c(ns.TG_LLM_MODEL), _text(model), graph))
+    return out
+
+
+_LITS: dict[str, Term] = {}
+
+
+def _c_lit(text: str) -> Term:
+    """A shared constant plain literal (never mutate it)."""
+    t = _LITS.get(text)
+    if t is None:
+        t = _LITS[text] = Term(LITERAL, text)
+    return t

@@ -1,0 +1,64 @@
+"""Librarian messages: documents, their children (pages, chunks) and stored answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .primitives import Error, Triple
+
+#: ``document_type`` values.
+SOURCE = "source"
+PAGE = "page"
+CHUNK = "chunk"
+ANSWER = "answer"
+DOCUMENT_TYPES = (SOURCE, PAGE, CHUNK, ANSWER)
+
+
+@dataclass
+class DocumentMetadata:
+    """What the librarian knows about a document (content is stored separately, chunked)."""
+
+    id: str = ""
+    time: float = 0.0
+    kind: str = "text/plain"
+    title: str = ""
+    comments: str = ""
+    metadata: list[Triple] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    parent_id: str = ""
+    document_type: str = SOURCE
+    size: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class LibrarianRequest:
+    """One librarian operation.
+
+    ``operation`` is one of ``add-document``, ``add-child-document``, ``get-document-metadata``,
+    ``get-document-content``, ``stream-document``, ``list-documents``, ``list-children``,
+    ``remove-document``, ``process-document``.
+    """
+
+    operation: str = ""
+    user: str = "trustgraph"
+    collection: str = "default"
+    document_id: str = ""
+    document_metadata: DocumentMetadata | None = None
+    content: bytes = b""
+    document_type: str = ""
+    include_children: bool = True
+    chunk_size: int = 0
+    limit: int = 0
+
+
+@dataclass
+class LibrarianResponse:
+    error: Error | None = None
+    document_metadata: DocumentMetadata | None = None
+    document_metadatas: list[DocumentMetadata] = field(default_factory=list)
+    content: bytes = b""
+    chunk_index: int = 0
+    total_chunks: int = 0
+    removed: int = 0
+    is_final: bool = True

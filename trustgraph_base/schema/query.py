@@ -1,0 +1,134 @@
+"""Triple-store and vector-index query messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .primitives import Error, Term, Triple
+
+
+@dataclass
+class TriplePattern:
+    """One pattern of a batched query: unbound positions are ``None``.
+
+    ``g`` selects graphs: ``None`` = all graphs, ``""`` = default graph, an IRI = that graph.
+    """
+
+    s: Term | None = None
+    p: Term | None = None
+    o: Term | None = None
+    g: str | None = None
+    limit: int = 0
+
+
+@dataclass
+class TriplesQueryRequest:
+    """Query the triple store of one user and collection.
+
+    Either a single pattern (``s``/``p``/``o``/``g``/``limit``) or, when ``patterns`` is
+    non-empty, a batch answered in one round trip.  ``follow`` lists predicates whose IRI
+    objects are described in turn (all their triples in the same graph selection) up to
+    ``follow_depth`` levels, so a provenance chain costs one request.
+    """
+
+    user: str = "trustgraph"
+    collection: str = "default"
+    s: Term | None = None
+    p: Term | None = None
+    o: Term | None = None
+    g: str | None = None
+    limit: int = 0
+    patterns: list[TriplePattern] = field(default_factory=list)
+    follow: list[str] = field(default_factory=list)
+    follow_depth: int = 0
+    streaming: bool = False
+    batch_size: int = 0
+
+
+@dataclass
+class TriplesQueryResponse:
+    """Matching triples (one message, or several when streaming; ``is_final`` on the last)."""
+
+    error: Error | None = None
+    triples: list[Triple] = field(default_factory=list)
+    is_final: bool = True
+
+
+@dataclass
+class EntityMatch:
+    """A knowledge-graph entity found by vector similarity."""
+
+    entity: Term | None = None
+    label: str = ""
+    score: float = 0.0
+
+
+@dataclass
+class GraphEmbeddingsRequest:
+    """Nearest entities to a vector in one user's collection."""
+
+    user: str = "trustgraph"
+    collection: str = "default"
+    vector: list[float] = field(default_factory=list)
+    limit: int = 10
+
+
+@dataclass
+class GraphEmbeddingsResponse:
+    error: Error | None = None
+    entities: list[EntityMatch] = field(default_factory=list)
+
+
+@dataclass
+class ChunkMatch:
+    """A document chunk found by vector similarity."""
+
+    chunk_id: str = ""
+    document_id: str = ""
+    score: float = 0.0
+
+
+@dataclass
+class DocumentEmbeddingsRequest:
+    """Nearest chunks to a vector in one user's collection."""
+
+    user: str = "trustgraph"
+    collection: str = "default"
+    vector: list[float] = field(default_factory=list)
+    limit: int = 10
+
+
+@dataclass
+class DocumentEmbeddingsResponse:
+    error: Error | None = None
+    chunks: list[ChunkMatch] = field(default_factory=list)
+
+
+@dataclass
+class TraceSummary:
+    """One row of the trace index: a stored Question, newest first."""
+
+    uri: str = ""
+    type: str = ""
+    question: str = ""
+    time: str = ""
+    parent: str = ""
+
+
+@dataclass
+class TraceListRequest:
+    """List stored traces of one user and collection, newest first, paged by ``cursor``."""
+
+    user: str = "trustgraph"
+    collection: str = "default"
+    type: str = ""
+    limit: int = 50
+    cursor: str = ""
+
+
+@dataclass
+class TraceListResponse:
+    error: Error | None = None
+    traces: list[TraceSummary] = field(default_factory=list)
+    next_cursor: str = ""
+

@@ -1,0 +1,1 @@
+"""The tg-* command line tools (click), embedded or over Pulsar."""
