@@ -1,0 +1,264 @@
+"""One behavioural suite for the message bus and processor framework, on both backends.
+
+Request/response, streaming, shared-subscription load spreading, nack and redelivery,
+dead-lettering, undecodable payloads, graceful shutdown with in-flight work, timeouts and
+subscription hygiene — the same assertions on the in-process bus and on real Apache Pulsar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from trustgraph_base.codec import decode, encode
+from trustgraph_base.processor import (
+    ConsumerSpec, Processor, RequestResponseClient, RequestTimeout,
+)
+from trustgraph_base.pubsub import dead_letter_queue, flow_queue, request_queue, response_queue
+from trustgraph_base.schema import Error
+
+
+@dataclass
+class Ask:
+    text: str = ""
+    parts: int = 1
+    delay: float = 0.0
+    fail: bool = False
+
+
+@dataclass
+class Answer:
+    error: Error | None = None
+    text: str = ""
+    index: int = 0
+    end_of_stream: bool = False
+    served_by: str = ""
+
+
+@dataclass
+class Job:
+    key: str = ""
+    fail_times: int = 0
+
+
+class EchoService(Processor):
+    """Answers Ask with ``parts`` Answer messages (a stream when parts > 1)."""
+
+    default_id = "echo"
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.add(ConsumerSpec("request", request_queue("echo", self.flow), Ask, self.on_ask,
+                              response_queue=response_queue("echo", self.flow), response_schema=Answer,
+                              error_response=lambda e: Answer(error=e, end_of_stream=True)))
+
+    async def on_ask(self, msg: Ask, ctx) -> None:
+        if msg.fail:
+            raise RuntimeError("asked to fail")
+        for i in range(msg.parts):
+            if msg.delay:
+                await asyncio.sleep(msg.delay)
+            await ctx.respond(Answer(text=f"{msg.text}:{i}", index=i, end_of_stream=i == msg.parts - 1,
+                                     served_by=self.id + str(id(self))))
+
+
+class JobWorker(Processor):
+    """Consumes Job from a flow queue; fails each job ``fail_times`` times before succeeding."""
+
+    default_id = "worker"
+
+    def __init__(self, *, record: list, attempts: dict, hold: asyncio.Event | None = None, **params):
+        super().__init__(**params)
+        self.record = record
+        self.attempts = attempts
+        self.hold = hold
+        self.add(ConsumerSpec("input", flow_queue("jobs", self.flow), Job, self.on_job, max_redeliveries=3))
+
+    async def on_job(self, msg: Job, ctx) -> None:
+        n = self.attempts.get(msg.key, 0)
+        self.attempts[msg.key] = n + 1
+        if self.hold is not None:
+            await self.hold.wait()
+        if n < msg.fail_times:
+            raise RuntimeError(f"attempt {n + 1} of {msg.key} fails on purpose")
+        self.record.append((msg.key, self.id + str(id(self)), ctx.redelivery_count))
+
+
+def client_for(backend, flow, timeout=10.0) -> RequestResponseClient:
+    return RequestResponseClient(backend, "echo", request_queue("echo", flow), response_queue("echo", flow),
+                                 Ask, Answer, timeout=timeout, owner="test")
+
+
+async def wait_for(predicate, timeout=15.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_request_response_correlates_concurrent_calls(backend, flow_name):
+    svc = EchoService(backend=backend, flow=flow_name, concurrency=4)
+    await svc.start()
+    async with client_for(backend, flow_name) as client:
+        replies = await asyncio.gather(*(client.request(Ask(text=f"q{i}")) for i in range(20)))
+    await svc.stop()
+    assert [r.text for r in replies] == [f"q{i}:0" for i in range(20)]
+
+
+async def test_streaming_until_final_flag(backend, flow_name):
+    svc = EchoService(backend=backend, flow=flow_name)
+    await svc.start()
+    async with client_for(backend, flow_name) as client:
+        got = [r async for r in client.stream(Ask(text="s", parts=5))]
+    await svc.stop()
+    assert [r.index for r in got] == [0, 1, 2, 3, 4]
+    assert got[-1].end_of_stream and not any(r.end_of_stream for r in got[:-1])
+
+
+async def test_handler_failure_becomes_error_reply(backend, flow_name):
+    svc = EchoService(backend=backend, flow=flow_name)
+    await svc.start()
+    async with client_for(backend, flow_name) as client:
+        reply = await client.request(Ask(fail=True))
+        ok = await client.request(Ask(text="after"))
+    await svc.stop()
+    assert reply.error is not None and "asked to fail" in reply.error.message and reply.end_of_stream
+    assert ok.text == "after:0"
+
+
+async def test_timeout_names_the_service(backend, flow_name):
+    async with client_for(backend, flow_name, timeout=0.5) as client:
+        with pytest.raises(RequestTimeout, match="echo did not answer within 0.5 s"):
+            await client.request(Ask(text="nobody home"))
+
+
+async def test_shared_subscription_spreads_load(backend, flow_name):
+    record, attempts = [], {}
+    workers = [JobWorker(backend=backend, flow=flow_name, record=record, attempts=attempts) for _ in range(2)]
+    for w in workers:
+        await w.start()
+    producer = await backend.create_producer(flow_queue("jobs", flow_name))
+    for i in range(40):
+        await producer.send(encode(Job(key=f"j{i}")))
+    await wait_for(lambda: len(record) == 40)
+    for w in workers:
+        await w.stop()
+    await producer.close()
+    assert sorted(k for k, _, _ in record) == sorted(f"j{i}" for i in range(40))  # each exactly once
+    served = {who for _, who, _ in record}
+    assert len(served) == 2, "both consumers of the shared subscription should get work"
+
+
+async def test_nack_redelivers_then_succeeds(backend, flow_name):
+    record, attempts = [], {}
+    w = JobWorker(backend=backend, flow=flow_name, record=record, attempts=attempts)
+    await w.start()
+    producer = await backend.create_producer(flow_queue("jobs", flow_name))
+    await producer.send(encode(Job(key="flaky", fail_times=2)))
+    await wait_for(lambda: len(record) == 1)
+    await w.stop()
+    await producer.close()
+    assert attempts["flaky"] == 3
+    assert record[0][2] == 2  # delivered a third time: redelivery_count 2
+
+
+async def test_dead_letter_after_max_redeliveries(backend, flow_name):
+    record, attempts = [], {}
+    dlq = await backend.subscribe(dead_letter_queue(flow_queue("jobs", flow_name)), "inspect", shared=True)
+    w = JobWorker(backend=backend, flow=flow_name, record=record, attempts=attempts)
+    await w.start()
+    producer = await backend.create_producer(flow_queue("jobs", flow_name))
+    await producer.send(encode(Job(key="poison", fail_times=99)), {"trace": "x"})
+    await producer.send(encode(Job(key="fine")))
+    dead = await dlq.receive(timeout=20)
+    await dlq.ack(dead)
+    await wait_for(lambda: len(record) == 1)
+    await w.stop()
+    await producer.close()
+    await dlq.close()
+    assert decode(Job, dead.data).key == "poison"
+    assert dead.properties["trace"] == "x" and "fails on purpose" in dead.properties["dlq-reason"]
+    assert attempts["poison"] == 4  # first delivery + 3 redeliveries
+    assert record[0][0] == "fine"  # the consumer kept working
+
+
+async def test_undecodable_payload_is_dead_lettered_and_consumer_survives(backend, flow_name):
+    record, attempts = [], {}
+    dlq = await backend.subscribe(dead_letter_queue(flow_queue("jobs", flow_name)), "inspect", shared=True)
+    w = JobWorker(backend=backend, flow=flow_name, record=record, attempts=attempts)
+    await w.start()
+    producer = await backend.create_producer(flow_queue("jobs", flow_name))
+    await producer.send(b"\xff not json")
+    await producer.send(b'{"key": 42}')  # JSON, wrong schema
+    await producer.send(encode(Job(key="good")))
+    dead = [await dlq.receive(timeout=20) for _ in range(2)]
+    await wait_for(lambda: len(record) == 1)
+    await w.stop()
+    await producer.close()
+    await dlq.close()
+    reasons = sorted(d.properties["dlq-reason"] for d in dead)
+    assert reasons[0].startswith("undecodable: Job.key: expected str")
+    assert reasons[1].startswith("undecodable: not valid JSON")
+    assert record[0][0] == "good"
+
+
+async def test_undecodable_request_gets_error_reply(backend, flow_name):
+    svc = EchoService(backend=backend, flow=flow_name)
+    await svc.start()
+    client = await client_for(backend, flow_name).start()
+    rid, queue = await client._send(Ask(text="warm-up"))  # normal request path works
+    await client._next(rid, queue, 10)
+    client._pending.pop(rid, None)
+    queue2: asyncio.Queue = asyncio.Queue()
+    client._pending["raw"] = queue2
+    raw = await backend.create_producer(request_queue("echo", flow_name))
+    await raw.send(b"{not json", {"id": "raw"})
+    reply = decode(Answer, await asyncio.wait_for(queue2.get(), 10))
+    await raw.close()
+    await client.stop()
+    await svc.stop()
+    assert reply.error is not None and reply.error.type == "bad-request"
+
+
+async def test_shutdown_finishes_in_flight_work(backend, flow_name):
+    record, attempts = [], {}
+    hold = asyncio.Event()
+    w = JobWorker(backend=backend, flow=flow_name, record=record, attempts=attempts, hold=hold)
+    await w.start()
+    producer = await backend.create_producer(flow_queue("jobs", flow_name))
+    await producer.send(encode(Job(key="slow")))
+    await wait_for(lambda: w.in_flight == 1)
+    stopping = asyncio.create_task(w.stop(timeout=20))
+    await asyncio.sleep(0.2)
+    assert not stopping.done(), "stop() must wait for the in-flight handler"
+    hold.set()
+    await stopping
+    await producer.close()
+    assert record and record[0][0] == "slow"
+
+
+async def test_clients_do_not_leak_subscriptions(backend, flow_name):
+    svc = EchoService(backend=backend, flow=flow_name)
+    await svc.start()
+    for _ in range(5):
+        async with client_for(backend, flow_name) as client:
+            assert (await client.request(Ask(text="x"))).text == "x:0"
+    await svc.stop()
+    if backend.name == "memory":
+        assert backend.subscription_count(response_queue("echo", flow_name)) == 0
+    else:
+        import json
+        import urllib.request
+        from trustgraph_base.pubsub import pulsar_topic
+        topic = pulsar_topic(response_queue("echo", flow_name)).replace("non-persistent://", "")
+        url = f"{backend.admin_url}/admin/v2/non-persistent/{topic}/stats"
+        try:
+            stats = json.loads(urllib.request.urlopen(url, timeout=5).read())
+            subs = stats.get("subscriptions", {})
+        except urllib.error.HTTPError as e:  # topic gone entirely: no subscriptions either
+            assert e.code == 404
+            subs = {}
+        assert [s for s in subs if "--echo--rr-" in s] == []

@@ -1,0 +1,283 @@
+"""The processor base class: consume, handle, reply, ack — the same code on every backend.
+
+A service subclasses :class:`Processor`, declares its specs in ``__init__`` and writes
+``async`` handlers.  The base class opens producers and clients first, then consumers;
+runs ``concurrency`` handlers per consumer; acks after success; nacks on failure and
+dead-letters after ``max_redeliveries``; turns failures of request handlers into ``Error``
+replies; dead-letters undecodable payloads (logged with queue and message id) without
+stopping; and on :meth:`stop` finishes in-flight messages before closing.
+
+### Usage example
+
+```python
+class Echo(Processor):
+    default_id = "echo"
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.add(ConsumerSpec("request", request_queue("echo", self.flow), TextCompletionRequest,
+                              self.on_request, response_queue=response_queue("echo", self.flow),
+                              response_schema=TextCompletionResponse,
+                              error_response=lambda e: TextCompletionResponse(error=e)))
+
+    async def on_request(self, msg, ctx):
+        await ctx.respond(TextCompletionResponse(response=msg.prompt))
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..codec import CodecError, decode, encode
+from ..pubsub.base import Backend, BackendError, Message
+from ..pubsub.topics import dead_letter_queue
+from ..schema.primitives import Error
+from .client import RequestResponseClient
+from .context import MessageContext
+from .metrics import HANDLER_SECONDS, MESSAGES
+from .specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
+
+log = logging.getLogger(__name__)
+
+
+class TypedProducer:
+    """Sends dataclass messages of one schema on one queue."""
+
+    def __init__(self, producer, schema: type, queue: str):
+        self._producer = producer
+        self.schema = schema
+        self.queue = queue
+
+    async def send(self, obj: Any, properties: dict[str, str] | None = None) -> None:
+        if not isinstance(obj, self.schema):
+            raise TypeError(f"{self.queue} carries {self.schema.__name__}, not {type(obj).__name__}")
+        await self._producer.send(encode(obj), properties)
+
+
+class Processor:
+    """Base of every service.
+
+    :param backend: the pub/sub backend (shared by all processors of an embedded group).
+    :param id: processor id; also the subscription prefix, so replicas with one id share work.
+    :param flow: the flow name substituted into queue ids.
+    :param concurrency: handlers running at once per consumer.
+    """
+
+    default_id = "processor"
+
+    def __init__(self, *, backend: Backend, id: str | None = None, flow: str = "default", concurrency: int = 1,
+                 **params: Any):
+        if params:
+            unknown = ", ".join(sorted(params))
+            raise TypeError(f"{type(self).__name__} got unknown parameters: {unknown}")
+        self.backend = backend
+        self.id = id or self.default_id
+        self.flow = flow
+        self.concurrency = max(1, int(concurrency))
+        self._consumer_specs: list[ConsumerSpec] = []
+        self._producer_specs: list[ProducerSpec] = []
+        self._client_specs: list[RequestResponseSpec] = []
+        self._producers: dict[str, TypedProducer] = {}
+        self._clients: dict[str, RequestResponseClient] = {}
+        self._consumers: list[Any] = []
+        self._reply_producers: dict[str, Any] = {}
+        self._dead_letter: dict[str, Any] = {}
+        self._workers: list[asyncio.Task] = []
+        self._receiving: set[asyncio.Task] = set()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self.started = False
+
+    # ------------------------------------------------------------ declaration
+    def add(self, spec: ConsumerSpec | ProducerSpec | RequestResponseSpec):
+        """Register a spec (call from ``__init__``)."""
+        if isinstance(spec, ConsumerSpec):
+            self._consumer_specs.append(spec)
+        elif isinstance(spec, ProducerSpec):
+            self._producer_specs.append(spec)
+        elif isinstance(spec, RequestResponseSpec):
+            self._client_specs.append(spec)
+        else:
+            raise TypeError(f"unknown spec {spec!r}")
+        return spec
+
+    def producer(self, name: str) -> TypedProducer:
+        return self._producers[name]
+
+    def client(self, name: str) -> RequestResponseClient:
+        return self._clients[name]
+
+    # ------------------------------------------------------------ life cycle
+    async def on_start(self) -> None:
+        """Hook for subclasses: runs after producers and clients exist, before consumers start."""
+
+    async def on_stop(self) -> None:
+        """Hook for subclasses: runs after consumers stopped and in-flight work finished."""
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        for spec in self._producer_specs:
+            self._producers[spec.name] = TypedProducer(await self.backend.create_producer(spec.queue),
+                                                       spec.schema, spec.queue)
+        for spec in self._client_specs:
+            client = RequestResponseClient(self.backend, spec.service, spec.request_queue, spec.response_queue,
+                                           spec.request_schema, spec.response_schema, timeout=spec.timeout,
+                                           is_final=spec.is_final, owner=self.id)
+            self._clients[spec.name] = await client.start()
+        await self.on_start()
+        for spec in self._consumer_specs:
+            if spec.response_queue and spec.response_queue not in self._reply_producers:
+                self._reply_producers[spec.response_queue] = await self.backend.create_producer(spec.response_queue)
+            consumer = await self.backend.subscribe(spec.queue, spec.subscription or f"{self.id}--{spec.name}",
+                                                    shared=spec.shared)
+            self._consumers.append(consumer)
+            for n in range(spec.concurrency or self.concurrency):
+                self._workers.append(asyncio.create_task(self._work(spec, consumer),
+                                                         name=f"{self.id}-{spec.name}-{n}"))
+        self.started = True
+        log.info("%s started (%s)", self.id, ", ".join(s.name for s in self._consumer_specs) or "no consumers")
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking messages, let in-flight handlers finish (up to ``timeout``), then close everything."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        # Workers blocked in receive() hold no message: cancel them.  Workers running a
+        # handler finish it and exit on their own.
+        for task in list(self._receiving):
+            task.cancel()
+        if self._workers:
+            done, pending = await asyncio.wait(self._workers, timeout=timeout)
+            for task in pending:
+                log.warning("%s: handler still running after %.0f s, cancelling", self.id, timeout)
+                task.cancel()
+            await asyncio.gather(*self._workers, return_exceptions=True)
+        await self.on_stop()
+        for consumer in self._consumers:
+            await consumer.close()
+        for client in self._clients.values():
+            await client.stop()
+        for producer in [*self._producers.values()]:
+            await producer._producer.close()
+        for producer in [*self._reply_producers.values(), *self._dead_letter.values()]:
+            await producer.close()
+        self._stopped.set()
+        log.info("%s stopped", self.id)
+
+    async def run(self) -> None:
+        """Start, then wait until :meth:`stop` completes (from a signal handler or another task)."""
+        await self.start()
+        await self._stopped.wait()
+
+    async def wait_idle(self) -> None:
+        """Wait until no handler of this processor is running (tests and the embedded CLI use it)."""
+        await self._idle.wait()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    # ------------------------------------------------------------ message handling
+    async def _work(self, spec: ConsumerSpec, consumer) -> None:
+        me = asyncio.current_task()
+        while not self._stopping:
+            self._receiving.add(me)
+            try:
+                msg = await consumer.receive()
+            except asyncio.CancelledError:
+                return
+            except BackendError as e:
+                if self._stopping:
+                    return
+                log.warning("%s/%s: receive failed (%s); retrying", self.id, spec.name, e)
+                await asyncio.sleep(1.0)
+                continue
+            finally:
+                self._receiving.discard(me)
+            self._in_flight += 1
+            self._idle.clear()
+            try:
+                await self._handle(spec, consumer, msg)
+            except Exception:  # noqa: BLE001 - the worker must survive anything
+                log.exception("%s/%s: unexpected failure handling message %s", self.id, spec.name, msg.message_id)
+            finally:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.set()
+
+    async def _handle(self, spec: ConsumerSpec, consumer, msg: Message) -> None:
+        ctx = MessageContext(self.id, spec.name, spec.queue, msg.message_id, msg.properties, msg.redelivery_count,
+                             self._reply_producers.get(spec.response_queue) if spec.response_queue else None)
+        try:
+            obj = decode(spec.schema, msg.data)
+        except CodecError as e:
+            MESSAGES.labels(self.id, spec.name, "undecodable").inc()
+            log.error("%s/%s: undecodable message %s on %s: %s", self.id, spec.name, msg.message_id, spec.queue, e)
+            if spec.error_response is not None and ctx.request_id:
+                await self._reply_error(ctx, spec, Error("bad-request", f"cannot decode request: {e}"))
+            await self._to_dead_letter(spec, msg, f"undecodable: {e}")
+            await consumer.ack(msg)
+            return
+        t0 = time.perf_counter()
+        try:
+            await spec.handler(obj, ctx)
+        except Exception as e:  # noqa: BLE001 - every failure is either replied to or redelivered
+            HANDLER_SECONDS.labels(self.id, spec.name).observe(time.perf_counter() - t0)
+            MESSAGES.labels(self.id, spec.name, "error").inc()
+            if spec.error_response is not None and spec.response_queue:
+                log.warning("%s/%s: request %s failed: %s", self.id, spec.name, ctx.request_id, e)
+                await self._reply_error(ctx, spec, Error(getattr(e, "error_type", f"{self.id}-error"), str(e)))
+                await consumer.ack(msg)
+            elif msg.redelivery_count >= spec.max_redeliveries:
+                log.error("%s/%s: message %s failed %d times, dead-lettered: %s", self.id, spec.name,
+                          msg.message_id, msg.redelivery_count + 1, e)
+                await self._to_dead_letter(spec, msg, str(e))
+                await consumer.ack(msg)
+            else:
+                log.warning("%s/%s: message %s failed (attempt %d), will be redelivered: %s", self.id, spec.name,
+                            msg.message_id, msg.redelivery_count + 1, e)
+                await consumer.nack(msg)
+            return
+        HANDLER_SECONDS.labels(self.id, spec.name).observe(time.perf_counter() - t0)
+        MESSAGES.labels(self.id, spec.name, "ok").inc()
+        await consumer.ack(msg)
+
+    async def _reply_error(self, ctx: MessageContext, spec: ConsumerSpec, error: Error) -> None:
+        try:
+            await ctx.respond(spec.error_response(error))
+        except Exception as e:  # noqa: BLE001 - the client will time out; nothing else to do
+            log.error("%s/%s: could not send error reply for %s: %s", self.id, spec.name, ctx.request_id, e)
+
+    async def _to_dead_letter(self, spec: ConsumerSpec, msg: Message, reason: str) -> None:
+        queue = dead_letter_queue(spec.queue)
+        try:
+            producer = self._dead_letter.get(queue)
+            if producer is None:
+                producer = self._dead_letter[queue] = await self.backend.create_producer(queue)
+            props = dict(msg.properties)
+            props.update({"dlq-reason": reason[:1000], "dlq-queue": spec.queue, "dlq-message-id": msg.message_id,
+                          "dlq-processor": self.id})
+            MESSAGES.labels(self.id, spec.name, "dead_letter").inc()
+            await producer.send(msg.data, props)
+        except Exception as e:  # noqa: BLE001
+            log.error("%s/%s: could not dead-letter message %s: %s", self.id, spec.name, msg.message_id, e)
+
+    # ------------------------------------------------------------ command line
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        """Subclasses add their own options (call ``super().add_args(parser)`` first)."""
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        """Map parsed options to constructor parameters (subclasses extend)."""
+        return {}

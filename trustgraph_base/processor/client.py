@@ -1,0 +1,182 @@
+"""Request/response clients: correlation by an ``id`` property, streaming, per-call timeouts.
+
+Each client owns an exclusive subscription (unique name) on the service's response queue
+and routes replies by the ``id`` property to the waiting call.  Replies for unknown ids
+(another client's, or a call that already timed out) are acked and dropped.  ``stop()``
+removes the subscription, so clients never leak subscriptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, AsyncIterator, Callable
+
+from ..codec import decode, encode
+from ..pubsub.base import Backend, BackendError
+from .metrics import REQUESTS
+
+log = logging.getLogger(__name__)
+
+_FINAL_FLAGS = ("end_of_session", "end_of_dialog", "is_final", "end_of_stream")
+
+
+class RequestTimeout(TimeoutError):
+    """A service did not answer in time; the message names the service and the request id."""
+
+
+class ServiceError(RuntimeError):
+    """A service replied with an ``Error``; ``error_type`` and ``message`` come from it."""
+
+    def __init__(self, service: str, error_type: str, message: str):
+        self.service = service
+        self.error_type = error_type
+        self.message = message
+        super().__init__(f"{service}: {message}" + (f" ({error_type})" if error_type else ""))
+
+
+def default_is_final(schema: type) -> Callable[[Any], bool]:
+    """The completion flag of a response schema, in TrustGraph's order of precedence."""
+    fields = getattr(schema, "__dataclass_fields__", {})
+    for flag in _FINAL_FLAGS:
+        if flag in fields:
+            return lambda r, _f=flag: bool(getattr(r, _f))
+    return lambda r: True
+
+
+def raise_on_error(service: str, response: Any) -> Any:
+    """Return ``response`` unless it carries an ``Error``, in which case raise :class:`ServiceError`."""
+    err = getattr(response, "error", None)
+    if err is not None and (err.message or err.type):
+        raise ServiceError(service, err.type, err.message)
+    return response
+
+
+class RequestResponseClient:
+    """A typed client of one service.
+
+    :param backend: the pub/sub backend.
+    :param service: service name for messages (``graph-rag``).
+    :param timeout: default seconds to wait for each reply.
+    """
+
+    def __init__(self, backend: Backend, service: str, request_queue: str, response_queue: str,
+                 request_schema: type, response_schema: type, *, timeout: float = 60.0,
+                 is_final: Callable[[Any], bool] | None = None, owner: str = "client"):
+        self.backend = backend
+        self.service = service
+        self.request_queue = request_queue
+        self.response_queue = response_queue
+        self.request_schema = request_schema
+        self.response_schema = response_schema
+        self.timeout = timeout
+        self.is_final = is_final or default_is_final(response_schema)
+        self.owner = owner
+        self.subscription = f"{owner}--{service}--rr-{uuid.uuid4().hex[:12]}"
+        self._producer = None
+        self._consumer = None
+        self._reader: asyncio.Task | None = None
+        self._pending: dict[str, asyncio.Queue] = {}
+
+    async def start(self) -> "RequestResponseClient":
+        if self._producer is not None:
+            return self
+        # Subscribe before the first request can be sent, so no reply is missed.
+        self._consumer = await self.backend.subscribe(self.response_queue, self.subscription, shared=False)
+        self._producer = await self.backend.create_producer(self.request_queue)
+        self._reader = asyncio.create_task(self._read(), name=f"rr-reader-{self.service}")
+        return self
+
+    async def __aenter__(self) -> "RequestResponseClient":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                msg = await self._consumer.receive()
+            except asyncio.CancelledError:
+                raise
+            except BackendError as e:
+                log.warning("%s: reply reader error: %s", self.service, e)
+                await asyncio.sleep(0.5)
+                continue
+            queue = self._pending.get(msg.properties.get("id", ""))
+            if queue is not None:
+                queue.put_nowait(msg.data)
+            try:
+                await self._consumer.ack(msg)
+            except Exception:  # noqa: BLE001 - ack of a dropped connection; the reply was already routed
+                pass
+
+    async def _send(self, request: Any) -> tuple[str, asyncio.Queue]:
+        if self._producer is None:
+            await self.start()
+        if not isinstance(request, self.request_schema):
+            raise TypeError(f"{self.service} expects {self.request_schema.__name__}, "
+                            f"got {type(request).__name__}")
+        rid = uuid.uuid4().hex
+        queue: asyncio.Queue = asyncio.Queue()
+        self._pending[rid] = queue
+        try:
+            await self._producer.send(encode(request), {"id": rid})
+        except BaseException:
+            self._pending.pop(rid, None)
+            raise
+        return rid, queue
+
+    async def _next(self, rid: str, queue: asyncio.Queue, timeout: float) -> Any:
+        try:
+            data = await asyncio.wait_for(queue.get(), timeout)
+        except asyncio.TimeoutError:
+            REQUESTS.labels(self.owner, self.service, "timeout").inc()
+            raise RequestTimeout(f"{self.service} did not answer within {timeout:g} s (request {rid})") from None
+        return decode(self.response_schema, data)
+
+    async def request(self, request: Any, timeout: float | None = None) -> Any:
+        """Send one request and return its (first) reply."""
+        rid, queue = await self._send(request)
+        try:
+            response = await self._next(rid, queue, timeout or self.timeout)
+            REQUESTS.labels(self.owner, self.service, "ok").inc()
+            return response
+        finally:
+            self._pending.pop(rid, None)
+
+    async def stream(self, request: Any, timeout: float | None = None) -> AsyncIterator[Any]:
+        """Send one request and yield replies until the final one; ``timeout`` applies to each reply."""
+        rid, queue = await self._send(request)
+        try:
+            while True:
+                response = await self._next(rid, queue, timeout or self.timeout)
+                yield response
+                if self.is_final(response) or (getattr(response, "error", None) is not None
+                                                and self._error_is_final(response)):
+                    REQUESTS.labels(self.owner, self.service, "ok").inc()
+                    return
+        finally:
+            self._pending.pop(rid, None)
+
+    def _error_is_final(self, response: Any) -> bool:
+        # A reply carrying an error ends the stream only if the schema has no other way to
+        # say so (services always set the completion flag on errors; this guards old ones).
+        return not any(f in getattr(self.response_schema, "__dataclass_fields__", {}) for f in _FINAL_FLAGS)
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+            self._reader = None
+        if self._consumer is not None:
+            await self._consumer.close()
+            self._consumer = None
+        if self._producer is not None:
+            await self._producer.close()
+            self._producer = None
+

@@ -1,0 +1,199 @@
+"""Apache Pulsar backend (``pulsar-client``'s asyncio API).
+
+Flow queues map to persistent topics, request/response/notify queues to non-persistent
+ones (:mod:`.topics`).  Payloads are raw bytes (``BytesSchema``); properties are Pulsar
+message properties.  Producers do not batch (request/response latency matters more than
+throughput; see apache/pulsar-client-python #226).  ``nack`` uses Pulsar negative acks with
+a short redelivery delay; redelivery counts come from the broker.
+
+The tenant ``tg`` and its namespaces are created through the admin REST API on first use
+when an admin URL is known (``PULSAR_ADMIN_URL`` or ``http://<broker host>:8080``).  An
+unreachable broker gives :class:`BackendUnavailable` within ``connect_timeout`` seconds; once
+connected, the client reconnects by itself when the broker comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from .base import BackendError, BackendUnavailable, Message, ReceiveTimeout
+from .topics import QUEUE_CLASSES, TOPICSPACE, parse_queue, pulsar_topic
+
+log = logging.getLogger(__name__)
+
+
+def _admin_url_for(url: str) -> str:
+    host = urllib.parse.urlparse(url).hostname or "127.0.0.1"
+    return f"http://{host}:8080"
+
+
+def ensure_tenant(admin_url: str, tenant: str = TOPICSPACE, timeout: float = 5.0) -> None:
+    """Create tenant ``tg`` and namespaces ``tg/{flow,request,response,notify}`` if missing (idempotent)."""
+
+    def put(path: str, body: dict | None) -> None:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(admin_url.rstrip("/") + path, data=data, method="PUT",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=timeout).read()
+        except urllib.error.HTTPError as e:
+            if e.code != 409:  # 409: already exists
+                raise BackendError(f"Pulsar admin {path} failed: HTTP {e.code} {e.read()[:200]!r}") from None
+
+    clusters = json.loads(urllib.request.urlopen(admin_url.rstrip("/") + "/admin/v2/clusters",
+                                                 timeout=timeout).read())
+    put(f"/admin/v2/tenants/{tenant}", {"allowedClusters": clusters})
+    for ns in QUEUE_CLASSES:
+        put(f"/admin/v2/namespaces/{tenant}/{ns}", None)
+
+
+class PulsarProducer:
+    def __init__(self, producer, queue: str):
+        self._producer = producer
+        self.queue = queue
+
+    async def send(self, data: bytes, properties: dict[str, str] | None = None) -> None:
+        import pulsar
+
+        try:
+            await self._producer.send(bytes(data), properties=properties or {})
+        except pulsar.PulsarException as e:
+            raise BackendError(f"send to {self.queue} failed: {e}") from e
+
+    async def close(self) -> None:
+        try:
+            await self._producer.close()
+        except Exception:  # noqa: BLE001 - closing a producer of a dead connection
+            pass
+
+
+class PulsarConsumer:
+    def __init__(self, consumer, queue: str, subscription: str, exclusive: bool):
+        self._consumer = consumer
+        self.queue = queue
+        self.subscription = subscription
+        self._exclusive = exclusive
+
+    async def receive(self, timeout: float | None = None) -> Message:
+        import pulsar
+
+        try:
+            if timeout is None:
+                m = await self._consumer.receive()
+            else:
+                m = await asyncio.wait_for(self._consumer.receive(), timeout)
+        except asyncio.TimeoutError:
+            raise ReceiveTimeout(f"no message on {self.queue} within {timeout} s") from None
+        except pulsar.PulsarException as e:
+            raise BackendError(f"receive on {self.queue} failed: {e}") from e
+        return Message(data=m.data(), properties=dict(m.properties()), queue=self.queue,
+                       message_id=str(m.message_id()), redelivery_count=m.redelivery_count(), handle=m)
+
+    async def ack(self, message: Message) -> None:
+        await self._consumer.acknowledge(message.handle)
+
+    async def nack(self, message: Message) -> None:
+        await self._consumer.negative_acknowledge(message.handle)
+
+    async def close(self) -> None:
+        try:
+            if self._exclusive:
+                await self._consumer.unsubscribe()
+            await self._consumer.close()
+        except Exception:  # noqa: BLE001 - the subscription dies with the connection anyway
+            pass
+
+
+class PulsarBackend:
+    """Pub/sub over Apache Pulsar.
+
+    :param url: broker service URL (env ``PULSAR_URL``, default ``pulsar://127.0.0.1:6650``).
+    :param admin_url: admin REST URL for tenant/namespace set-up (env ``PULSAR_ADMIN_URL``);
+        ``""`` derives ``http://<host>:8080``; ``None`` skips the set-up.
+    :param connect_timeout: seconds to wait for the broker before :class:`BackendUnavailable`.
+    :param nack_delay: seconds before a nacked message is redelivered.
+    """
+
+    name = "pulsar"
+
+    def __init__(self, url: str | None = None, admin_url: str | None = "", connect_timeout: float = 10.0,
+                 nack_delay: float = 1.0):
+        self.url = url or os.environ.get("PULSAR_URL") or "pulsar://127.0.0.1:6650"
+        if admin_url == "":
+            admin_url = os.environ.get("PULSAR_ADMIN_URL") or _admin_url_for(self.url)
+        self.admin_url = admin_url
+        self.connect_timeout = connect_timeout
+        self.nack_delay = nack_delay
+        self._client = None
+        self._tenant_ready = False
+
+    def _get_client(self):
+        if self._client is None:
+            import pulsar
+            from pulsar.asyncio import Client
+
+            self._client = Client(
+                self.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+                operation_timeout_seconds=max(1, int(self.connect_timeout)),
+                connection_timeout_ms=int(self.connect_timeout * 1000))
+        return self._client
+
+    async def _prepare(self) -> None:
+        if self._tenant_ready or not self.admin_url:
+            return
+        try:
+            await asyncio.to_thread(ensure_tenant, self.admin_url, TOPICSPACE, min(5.0, self.connect_timeout))
+            self._tenant_ready = True
+        except (OSError, BackendError) as e:
+            # The namespaces may exist already (set up by scripts/servers.sh or docker-compose).
+            log.warning("could not ensure Pulsar tenant %s via %s: %s", TOPICSPACE, self.admin_url, e)
+            self._tenant_ready = True
+
+    async def _guard(self, what: str, coro):
+        import pulsar
+
+        try:
+            return await asyncio.wait_for(coro, self.connect_timeout + 5)
+        except (asyncio.TimeoutError, pulsar.PulsarException) as e:
+            raise BackendUnavailable(f"cannot {what} on Pulsar at {self.url}: {e or 'timed out'}") from e
+
+    async def create_producer(self, queue: str) -> PulsarProducer:
+        parse_queue(queue)
+        await self._prepare()
+        client = self._get_client()
+        topic = pulsar_topic(queue)
+        producer = await self._guard(f"create a producer for {topic}", client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, send_timeout_millis=30000))
+        return PulsarProducer(producer, queue)
+
+    async def subscribe(self, queue: str, subscription: str, *, shared: bool = True,
+                        initial_position: str = "latest") -> PulsarConsumer:
+        import pulsar
+
+        parse_queue(queue)
+        await self._prepare()
+        client = self._get_client()
+        topic = pulsar_topic(queue)
+        position = (pulsar.InitialPosition.Earliest if initial_position == "earliest"
+                    else pulsar.InitialPosition.Latest)
+        consumer = await self._guard(f"subscribe to {topic}", client.subscribe(
+            topic, subscription,
+            consumer_type=pulsar.ConsumerType.Shared if shared else pulsar.ConsumerType.Exclusive,
+            initial_position=position,
+            negative_ack_redelivery_delay_ms=int(self.nack_delay * 1000),
+            receiver_queue_size=1000))
+        return PulsarConsumer(consumer, queue, subscription, exclusive=not shared)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._client = None

@@ -1,0 +1,1 @@
+"""Storage protocols and their backends (``sqlite`` embedded, ``cassandra`` distributed), chosen by name."""

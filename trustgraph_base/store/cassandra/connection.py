@@ -1,0 +1,102 @@
+"""One shared cassandra-driver Cluster/Session per (hosts, port) and keyspace creation with a configurable RF.
+
+Every Cassandra-backed store uses :func:`connect` so a process opens one connection pool,
+and :func:`ensure_keyspace` so the replication factor is honoured (TrustGraph's writers
+ignore it).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from ..errors import StoreUnavailable
+
+__all__ = ["CassandraConfig", "connect", "ensure_keyspace", "shutdown_all"]
+
+
+@dataclass(frozen=True)
+class CassandraConfig:
+    """Where Cassandra is and how to write to it.
+
+    :param hosts: contact points (env ``CASSANDRA_HOST``, comma-separated; default 127.0.0.1).
+    :param port: CQL port (env ``CASSANDRA_PORT``; default 9042).
+    :param replication_factor: for keyspaces this process creates (env ``CASSANDRA_REPLICATION_FACTOR``).
+    :param consistency: ``ONE``, ``LOCAL_QUORUM``, ``QUORUM``... (env ``CASSANDRA_CONSISTENCY``).
+    """
+
+    hosts: tuple[str, ...] = field(default_factory=lambda: tuple(
+        h.strip() for h in os.environ.get("CASSANDRA_HOST", "127.0.0.1").split(",") if h.strip()))
+    port: int = field(default_factory=lambda: int(os.environ.get("CASSANDRA_PORT", "9042")))
+    replication_factor: int = field(default_factory=lambda: int(os.environ.get("CASSANDRA_REPLICATION_FACTOR", "1")))
+    consistency: str = field(default_factory=lambda: os.environ.get("CASSANDRA_CONSISTENCY", "LOCAL_ONE"))
+    username: str = field(default_factory=lambda: os.environ.get("CASSANDRA_USERNAME", ""))
+    password: str = field(default_factory=lambda: os.environ.get("CASSANDRA_PASSWORD", ""))
+    connect_timeout: float = 10.0
+    request_timeout: float = 15.0
+
+
+_LOCK = threading.Lock()
+_SESSIONS: dict[tuple, object] = {}
+_KEYSPACES: set[tuple] = set()
+
+
+def connect(config: CassandraConfig | None = None):
+    """Return a shared ``cassandra.cluster.Session`` for ``config`` (connecting on first use).
+
+    Raises :class:`StoreUnavailable` with the contact points when Cassandra cannot be reached.
+    """
+    config = config or CassandraConfig()
+    key = (config.hosts, config.port, config.consistency, config.username)
+    with _LOCK:
+        session = _SESSIONS.get(key)
+        if session is not None and not session.is_shutdown:
+            return session
+        from cassandra import ConsistencyLevel
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+        from cassandra.policies import RoundRobinPolicy
+
+        try:
+            level = ConsistencyLevel.name_to_value[config.consistency.upper()]
+        except KeyError:
+            raise ValueError(f"unknown Cassandra consistency level {config.consistency!r}") from None
+        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=config.request_timeout,
+                                   consistency_level=level)
+        auth = PlainTextAuthProvider(config.username, config.password) if config.username else None
+        cluster = Cluster(list(config.hosts), port=config.port, connect_timeout=config.connect_timeout,
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile}, auth_provider=auth,
+                          protocol_version=5)
+        try:
+            session = cluster.connect()
+        except (NoHostAvailable, OSError) as e:
+            cluster.shutdown()
+            raise StoreUnavailable(f"cannot reach Cassandra at {','.join(config.hosts)}:{config.port}: {e}") from e
+        _SESSIONS[key] = session
+        return session
+
+
+def ensure_keyspace(session, keyspace: str, replication_factor: int) -> None:
+    """Create ``keyspace`` (an already-validated storage name) once per process."""
+    key = (id(session), keyspace)
+    if key in _KEYSPACES:
+        return
+    if not keyspace.replace("_", "").isalnum() or not keyspace.islower():
+        raise ValueError(f"unsafe keyspace name {keyspace!r}")
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
+        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}")
+    _KEYSPACES.add(key)
+
+
+def shutdown_all() -> None:
+    """Close every shared session (tests and process exit)."""
+    with _LOCK:
+        for session in _SESSIONS.values():
+            try:
+                session.cluster.shutdown()
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
+        _SESSIONS.clear()
+        _KEYSPACES.clear()

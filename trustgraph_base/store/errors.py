@@ -1,0 +1,22 @@
+"""Store exceptions: services map them to Error responses (bad input) or to nack-and-retry (unavailable)."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every storage error."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached or timed out; the operation may be retried as is."""
+
+
+class InvalidQuery(StoreError, ValueError):
+    """The request itself is wrong (bad name, bad term, absurd limit); retrying will not help."""
+
+
+class NotFound(StoreError, KeyError):
+    """The named document, trace or collection does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "not found"
