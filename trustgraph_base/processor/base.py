@@ -3,7 +3,8 @@
 A service subclasses :class:`Processor`, declares its specs in ``__init__`` and writes
 ``async`` handlers.  The base class opens producers and clients first, then consumers;
 runs ``concurrency`` handlers per consumer; acks after success; nacks on failure and
-dead-letters after ``max_redeliveries``; turns failures of request handlers into ``Error``
+dead-letters after ``max_redeliveries`` (at once for ``ValueError``: bad input does not get
+better by retrying); turns failures of request handlers into ``Error``
 replies; dead-letters undecodable payloads (logged with queue and message id) without
 stopping; and on :meth:`stop` finishes in-flight messages before closing.
 
@@ -238,8 +239,10 @@ class Processor:
                 log.warning("%s/%s: request %s failed: %s", self.id, spec.name, ctx.request_id, e)
                 await self._reply_error(ctx, spec, Error(getattr(e, "error_type", f"{self.id}-error"), str(e)))
                 await consumer.ack(msg)
-            elif msg.redelivery_count >= spec.max_redeliveries:
-                log.error("%s/%s: message %s failed %d times, dead-lettered: %s", self.id, spec.name,
+            elif isinstance(e, ValueError) or msg.redelivery_count >= spec.max_redeliveries:
+                # Bad input (ValueError and its subclasses, e.g. invalid names or terms) will fail
+                # the same way every time: dead-letter it at once instead of retrying.
+                log.error("%s/%s: message %s dead-lettered after %d attempt(s): %s", self.id, spec.name,
                           msg.message_id, msg.redelivery_count + 1, e)
                 await self._to_dead_letter(spec, msg, str(e))
                 await consumer.ack(msg)

@@ -89,8 +89,14 @@ class MemoryConsumer:
             return
         redelivered = Message(data=message.data, properties=dict(message.properties), queue=message.queue,
                               message_id=message.message_id, redelivery_count=message.redelivery_count + 1)
-        loop = asyncio.get_running_loop()
-        loop.call_later(self._backend.nack_delay, self._sub.queue.put_nowait, redelivered)
+        backend = self._backend
+        backend._redeliveries += 1
+
+        def redeliver() -> None:
+            backend._redeliveries -= 1
+            self._sub.queue.put_nowait(redelivered)
+
+        asyncio.get_running_loop().call_later(backend.nack_delay, redeliver)
 
     async def close(self) -> None:
         if self._closed:
@@ -122,6 +128,7 @@ class MemoryBackend:
         self._topics: dict[str, _Topic] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._redeliveries = 0
 
     def _topic(self, queue: str) -> _Topic:
         parse_queue(queue)
@@ -161,6 +168,11 @@ class MemoryBackend:
         topic = self._topics.get(queue)
         sub = topic.subscriptions.get(subscription) if topic else None
         return sub.queue.qsize() if sub else 0
+
+    def pending(self) -> int:
+        """Messages queued or awaiting redelivery across every subscription (0 = the bus is quiet)."""
+        return sum(sub.queue.qsize() for topic in self._topics.values()
+                   for sub in topic.subscriptions.values()) + self._redeliveries
 
     def _check_open(self) -> None:
         if self._closed:

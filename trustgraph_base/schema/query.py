@@ -26,9 +26,13 @@ class TriplesQueryRequest:
     """Query the triple store of one user and collection.
 
     Either a single pattern (``s``/``p``/``o``/``g``/``limit``) or, when ``patterns`` is
-    non-empty, a batch answered in one round trip.  ``follow`` lists predicates whose IRI
-    objects are described in turn (all their triples in the same graph selection) up to
-    ``follow_depth`` levels, so a provenance chain costs one request.
+    non-empty, a batch answered in one round trip (results are the de-duplicated union).
+
+    Chain walking, so a provenance chain costs one request: with ``follow_depth`` N > 0 the
+    service takes the IRI subjects of the matches, then N times fetches their ``follow``
+    predicates (in the same graph as each pattern) and moves on to the IRI objects found; for
+    every node reached it also returns its ``describe`` predicates (e.g. ``rdfs:label``,
+    ``rdf:type``).  All those triples are part of the response.
     """
 
     user: str = "trustgraph"
@@ -41,6 +45,7 @@ class TriplesQueryRequest:
     patterns: list[TriplePattern] = field(default_factory=list)
     follow: list[str] = field(default_factory=list)
     follow_depth: int = 0
+    describe: list[str] = field(default_factory=list)
     streaming: bool = False
     batch_size: int = 0
 
@@ -65,12 +70,17 @@ class EntityMatch:
 
 @dataclass
 class GraphEmbeddingsRequest:
-    """Nearest entities to a vector in one user's collection."""
+    """Nearest entities to a vector in one user's collection.
+
+    ``model`` names the embedding model that made ``vector``; an index built with another
+    model refuses the query instead of comparing vectors from different spaces.
+    """
 
     user: str = "trustgraph"
     collection: str = "default"
     vector: list[float] = field(default_factory=list)
     limit: int = 10
+    model: str = ""
 
 
 @dataclass
@@ -90,12 +100,13 @@ class ChunkMatch:
 
 @dataclass
 class DocumentEmbeddingsRequest:
-    """Nearest chunks to a vector in one user's collection."""
+    """Nearest chunks to a vector in one user's collection (``model`` as for entities)."""
 
     user: str = "trustgraph"
     collection: str = "default"
     vector: list[float] = field(default_factory=list)
     limit: int = 10
+    model: str = ""
 
 
 @dataclass

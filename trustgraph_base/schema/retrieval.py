@@ -43,7 +43,10 @@ class GraphRagQuery:
     """A question for the GraphRAG service.
 
     Limits of 0 mean "use the service default".  ``parent_uri`` links the trace to the agent
-    Analysis that asked (empty for top-level queries).
+    Analysis that asked (empty for top-level queries).  ``explainable=False`` skips the trace
+    (no explain events, nothing stored) — used to measure what explainability costs.
+    ``explain_collection`` stores the trace in another collection of the same user (the agent
+    uses it so a sub-trace lands where its own trace is).
     """
 
     query: str = ""
@@ -56,6 +59,8 @@ class GraphRagQuery:
     edge_limit: int = 0
     streaming: bool = False
     parent_uri: str = ""
+    explainable: bool = True
+    explain_collection: str = ""
 
 
 @dataclass
@@ -88,6 +93,8 @@ class DocumentRagQuery:
     doc_limit: int = 0
     streaming: bool = False
     parent_uri: str = ""
+    explainable: bool = True
+    explain_collection: str = ""
 
 
 @dataclass

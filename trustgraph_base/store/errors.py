@@ -4,19 +4,27 @@ from __future__ import annotations
 
 
 class StoreError(Exception):
-    """Base of every storage error."""
+    """Base of every storage error; ``error_type`` is what an ``Error`` reply carries."""
+
+    error_type = "store-error"
 
 
 class StoreUnavailable(StoreError):
     """The database could not be reached or timed out; the operation may be retried as is."""
 
+    error_type = "store-unavailable"
+
 
 class InvalidQuery(StoreError, ValueError):
     """The request itself is wrong (bad name, bad term, absurd limit); retrying will not help."""
 
+    error_type = "invalid-request"
+
 
 class NotFound(StoreError, KeyError):
     """The named document, trace or collection does not exist."""
+
+    error_type = "not-found"
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else "not found"

@@ -1,0 +1,113 @@
+"""Unit tests of GraphRAG's pure parts: exploration plan, label graph, selection, source chains."""
+
+from __future__ import annotations
+
+import pytest
+
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.provenance import uris
+from trustgraph_base.provenance.triples import chunk_triples, document_triples, edge_id, page_triples, subgraph_triples
+from trustgraph_base.schema import IRI, LITERAL, Term, Triple, iri, literal
+from trustgraph_flow.retrieval.graph_rag.labels import fallback_label, get_labelgraph
+from trustgraph_flow.retrieval.graph_rag.selection import resolve_selection
+from trustgraph_flow.retrieval.graph_rag.sources import build_source_chains, source_documents, source_patterns
+from trustgraph_flow.retrieval.graph_rag.subgraph import Subgraph, exploration_patterns, label_patterns
+
+pytestmark = pytest.mark.unit
+
+E = "http://trustgraph.ai/e/"
+LABEL = iri(ns.RDFS_LABEL)
+
+
+def t(s, p, o) -> Triple:
+    return Triple(iri(E + s), iri(E + p), iri(E + o) if not isinstance(o, Term) else o)
+
+
+def test_exploration_patterns_cover_both_directions_in_the_default_graph():
+    pats = exploration_patterns([iri(E + "a"), iri(E + "b")], 30)
+    assert len(pats) == 4
+    assert all(p.g == "" and p.limit == 30 for p in pats)
+    assert pats[0].s.value == E + "a" and pats[0].o is None
+    assert pats[1].o.value == E + "a" and pats[1].s is None
+    labels = label_patterns([E + "a"])
+    assert labels[0].p.value == ns.RDFS_LABEL and labels[0].g == ""
+
+
+def test_subgraph_dedupes_caps_and_keeps_labels_aside():
+    sg = Subgraph(max_size=3)
+    sg.mark_visited([iri(E + "curie")])
+    frontier = sg.add([[
+        t("curie", "discovered", "polonium"),
+        t("curie", "discovered", "polonium"),  # duplicate
+        Triple(iri(E + "curie"), LABEL, literal("Marie Curie")),
+        t("curie", "born-in", "warsaw"),
+        Triple(iri(E + "curie"), iri(E + "born"), literal("1867")),
+        t("pierre", "married", "curie"),  # over the cap of 3
+    ]])
+    assert len(sg.edges) == 3 and sg.full
+    assert sg.labels[E + "curie"] == "Marie Curie"
+    assert [n.value for n in frontier] == [E + "polonium", E + "warsaw"]  # literals and visited nodes excluded
+    assert E + "discovered" in sg.unlabelled() and E + "curie" not in sg.unlabelled()
+
+
+def test_labelgraph_ids_follow_the_spec_and_map_to_original_terms():
+    edges = [t("curie", "discovered", "polonium")]
+    labels = {E + "curie": "Marie Curie", E + "discovered": "discovered", E + "polonium": "Polonium"}
+    g = get_labelgraph(edges, labels)
+    eid = edge_id("Marie Curie", "discovered", "Polonium")
+    assert g.ids == [eid] and g.labeled_edges == [("Marie Curie", "discovered", "Polonium")]
+    assert g.uri_map[eid].s.value == E + "curie" and g.uri_map[eid].o.value == E + "polonium"
+    assert g.knowledge() == [{"id": eid, "s": "Marie Curie", "p": "discovered", "o": "Polonium"}]
+
+
+def test_labelgraph_never_merges_edges_that_share_labels():
+    # Two different entities both labelled "Paris" and two literals that print alike.
+    edges = [t("victor", "lived-in", "paris-france"), t("victor", "lived-in", "paris-texas"),
+             Triple(iri(E + "x"), iri(E + "value"), literal("1")),
+             Triple(iri(E + "x"), iri(E + "value"), Term(LITERAL, "1", "http://www.w3.org/2001/XMLSchema#integer"))]
+    labels = {E + "paris-france": "Paris", E + "paris-texas": "Paris", E + "victor": "Victor Hugo"}
+    g = get_labelgraph(edges, labels)
+    assert len(g.ids) == 4 and len(set(g.ids)) == 4
+    objs = {g.uri_map[i].o.value for i in g.ids if g.uri_map[i].o.type == IRI}
+    assert objs == {E + "paris-france", E + "paris-texas"}
+    shown = {g.label_map[i][2] for i in g.ids if g.uri_map[i].o.type == IRI}
+    assert shown == {"Paris [paris-france]", "Paris [paris-texas]"}
+
+
+def test_fallback_label_uses_the_last_segment():
+    assert fallback_label("http://trustgraph.ai/e/marie-curie") == "marie curie"
+    assert fallback_label("urn:x:abc") == "abc"
+
+
+def test_resolve_selection_skips_unknown_duplicate_and_excess_ids():
+    edges = [t("a", "p", "b"), t("b", "p", "c"), t("c", "p", "d")]
+    g = get_labelgraph(edges, {})
+    i0, i1, i2 = g.ids
+    objects = [{"id": i0, "reasoning": "because"}, {"id": "deadbeef", "reasoning": "?"}, {"id": i0},
+               "not an object", {"reasoning": "no id"}, {"id": i1, "reasoning": 7}, {"id": i2, "reasoning": "x"}]
+    r = resolve_selection(objects, g.uri_map, limit=2, parser_dropped=1, parser_reasons=["malformed JSON"])
+    assert [s.edge_id for s in r.selections] == [i0, i1]
+    assert r.selections[0].reasoning == "because" and r.selections[1].reasoning == ""
+    assert r.selections[0].edge.s.value == E + "a"
+    assert r.dropped == 6  # 1 from the parser + unknown + duplicate + non-object + no id + over the limit
+    assert any("unknown edge id" in x for x in r.reasons) and any("twice" in x for x in r.reasons)
+
+
+def test_source_chain_reaches_the_document_and_sources_are_deduplicated():
+    doc = "https://trustgraph.ai/doc/curie"
+    page = uris.page_uri(doc, 2)
+    chunk = uris.chunk_uri(doc, 2, 3)
+    sg = uris.subgraph_uri(chunk)
+    edge = t("curie", "discovered", "polonium")
+    other = t("curie", "born-in", "warsaw")
+    store = (document_triples(doc, "The Curies", "text/markdown", 3) + page_triples(page, doc, 2)
+             + chunk_triples(chunk, page, 3, 100, 900) + subgraph_triples(sg, chunk, [edge, other]))
+    pats = source_patterns([edge])
+    assert pats[0].g == ns.GRAPH_SOURCE and pats[0].p.value == ns.TG_CONTAINS and pats[0].o.type == "t"
+    chains = build_source_chains([edge, other, t("x", "y", "z")], store)
+    assert len(chains) == 2
+    links = chains[0].chain
+    assert [l.type for l in links] == ["subgraph", "chunk", "page", "document"]
+    assert [l.label for l in links[1:]] == ["Chunk 3", "Page 2", "The Curies"]
+    docs = source_documents(chains)
+    assert [(d.uri, d.title) for d in docs] == [(doc, "The Curies")]

@@ -1,0 +1,99 @@
+"""agent-manager-react: the ReAct agent service with explainable iterations and linked sub-traces."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from trustgraph_base.processor import Processor, ProducerSpec, ServiceError, launch, raise_on_error
+from trustgraph_base.pubsub.topics import flow_queue
+from trustgraph_base.schema import (
+    AgentRequest, DocumentRagQuery, GraphRagQuery, TextCompletionRequest, Triples,
+)
+
+from ...common.ports import BusPorts
+from ...common.services import client_spec, request_spec
+from ...retrieval.graph_rag.rag import PromptOutcome
+from .agent import AgentSettings, ReactAgent, ToolOutcome
+from .tools import DEFAULT_TOOLS, Tool, load_tools
+
+log = logging.getLogger(__name__)
+
+
+def _llm_configured() -> bool:
+    return bool(os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")) or \
+        os.environ.get("LLM_BACKEND", "").lower() == "openai"
+
+
+class AgentPorts(BusPorts):
+    """Bus ports plus tool execution through the graph-rag, document-rag and text-completion services."""
+
+    async def run_tool(self, tool: Tool, query: str, req: AgentRequest, parent_uri: str, explain_collection: str,
+                       on_explain) -> ToolOutcome:
+        try:
+            if tool.kind == "text-completion":
+                resp = raise_on_error("text-completion", await self.p.client("text-completion").request(
+                    TextCompletionRequest(prompt=query)))
+                return ToolOutcome(resp.response)
+            if tool.kind == "graph-rag":
+                client = self.p.client("graph-rag")
+                request = GraphRagQuery(query=query, user=req.user, collection=req.collection, parent_uri=parent_uri,
+                                        explainable=bool(parent_uri), explain_collection=explain_collection)
+            else:
+                client = self.p.client("document-rag")
+                request = DocumentRagQuery(query=query, user=req.user, collection=req.collection,
+                                           parent_uri=parent_uri, explainable=bool(parent_uri),
+                                           explain_collection=explain_collection)
+            parts = []
+            async for resp in client.stream(request):
+                if resp.error is not None:
+                    raise ServiceError(tool.kind, resp.error.type, resp.error.message)
+                if resp.message_type == "explain":
+                    await on_explain(resp.explain_id, resp.explain_triples)
+                elif resp.response:
+                    parts.append(resp.response)
+            return ToolOutcome("".join(parts).strip())
+        except Exception as e:  # noqa: BLE001 - a tool failure is an observation, not the end of the dialog
+            return ToolOutcome(f"Error: the {tool.name} tool failed: {e}", error=str(e))
+
+
+class AgentService(Processor):
+    """A ReAct agent whose every iteration is recorded (when the request has a session id)."""
+
+    default_id = "agent-manager-react"
+
+    def __init__(self, *, tools: str | list | None = None, max_iterations: int = 8, explain_collection: str = "",
+                 **params):
+        super().__init__(**params)
+        configured = load_tools(tools)
+        if tools is None and not _llm_configured():
+            # Without a language model a text-completion tool can only fail: do not offer it.
+            configured = tuple(t for t in DEFAULT_TOOLS if t.kind != "text-completion")
+        self.add(request_spec("agent", self.flow, self.on_request))
+        self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
+        kinds = {t.kind for t in configured}
+        self.add(client_spec("prompt", self.flow))
+        for kind in ("graph-rag", "document-rag", "text-completion"):
+            if kind in kinds:
+                self.add(client_spec(kind, self.flow))
+        self.ports = AgentPorts(self, PromptOutcome)
+        self.agent = ReactAgent(self.ports, configured, AgentSettings(max_iterations, explain_collection))
+
+    async def on_request(self, req: AgentRequest, ctx) -> None:
+        await self.agent.run(req, ctx.respond)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--tools", default=None, help="tool configuration: a JSON file or JSON list")
+        parser.add_argument("--max-iterations", type=int, default=8)
+        parser.add_argument("--explain-collection", default="")
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict:
+        return {"tools": args.tools, "max_iterations": args.max_iterations,
+                "explain_collection": args.explain_collection}
+
+
+def run() -> None:
+    launch(AgentService)

@@ -1,0 +1,111 @@
+"""Bus-backed implementations of the ports the retrieval and agent algorithms use.
+
+Each method is one request to a standard service through a typed client; errors in a reply
+become :class:`~trustgraph_base.processor.ServiceError` naming the service.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, AsyncIterator, Sequence
+
+from trustgraph_base.processor import Processor, raise_on_error
+from trustgraph_base.schema.library import ANSWER
+from trustgraph_base.schema import (
+    DocumentEmbeddingsRequest, DocumentMetadata, EmbeddingsRequest, EntityMatch, GraphEmbeddingsRequest,
+    LibrarianRequest, Metadata, PromptRequest, Triple, TriplePattern, Triples, TriplesQueryRequest,
+)
+
+
+def prompt_terms(terms: dict[str, Any]) -> dict[str, str]:
+    """Prompt request terms are JSON-encoded values (as in TrustGraph)."""
+    return {k: json.dumps(v, ensure_ascii=False) for k, v in terms.items()}
+
+
+class BusPorts:
+    """Ports over the bus, for a processor that declared the matching client specs.
+
+    Client names used: ``embeddings``, ``graph-embeddings``, ``document-embeddings``, ``triples``,
+    ``prompt``, ``librarian``; producer ``explainability``.  ``stats`` counts requests per
+    service (benchmarks report store round trips from it).
+    """
+
+    def __init__(self, processor: Processor, outcome_cls: type):
+        self.p = processor
+        self.outcome_cls = outcome_cls
+        self.stats: dict[str, int] = {}
+        self.embedding_model = ""
+
+    def _count(self, service: str) -> None:
+        self.stats[service] = self.stats.get(service, 0) + 1
+
+    async def embed(self, text: str) -> list[float]:
+        self._count("embeddings")
+        resp = raise_on_error("embeddings", await self.p.client("embeddings").request(EmbeddingsRequest(texts=[text])))
+        if not resp.vectors:
+            raise RuntimeError("embeddings service returned no vector")
+        self.embedding_model = resp.model
+        return resp.vectors[0]
+
+    async def find_entities(self, user: str, collection: str, vector: list[float], limit: int) -> list[EntityMatch]:
+        self._count("graph-embeddings")
+        resp = raise_on_error("graph-embeddings", await self.p.client("graph-embeddings").request(
+            GraphEmbeddingsRequest(user=user, collection=collection, vector=vector, limit=limit,
+                                   model=self.embedding_model)))
+        return resp.entities
+
+    async def find_chunks(self, user: str, collection: str, vector: list[float], limit: int):
+        self._count("document-embeddings")
+        resp = raise_on_error("document-embeddings", await self.p.client("document-embeddings").request(
+            DocumentEmbeddingsRequest(user=user, collection=collection, vector=vector, limit=limit,
+                                      model=self.embedding_model)))
+        return resp.chunks
+
+    async def query(self, user: str, collection: str, patterns: Sequence[TriplePattern], *,
+                    follow: Sequence[str] = (), follow_depth: int = 0, describe: Sequence[str] = ()) -> list[Triple]:
+        self._count("triples")
+        resp = raise_on_error("triples", await self.p.client("triples").request(TriplesQueryRequest(
+            user=user, collection=collection, patterns=list(patterns), follow=list(follow),
+            follow_depth=follow_depth, describe=list(describe))))
+        return resp.triples
+
+    def _outcome(self, resp) -> Any:
+        objects = json.loads(resp.object) if resp.object else []
+        return self.outcome_cls(objects=objects if isinstance(objects, list) else [objects], text=resp.text,
+                                dropped=resp.dropped, reasons=list(resp.dropped_reasons), model=resp.model,
+                                in_token=resp.in_token, out_token=resp.out_token)
+
+    async def prompt(self, template: str, terms: dict[str, Any]) -> Any:
+        self._count("prompt")
+        resp = raise_on_error("prompt", await self.p.client("prompt").request(
+            PromptRequest(id=template, terms=prompt_terms(terms))))
+        return self._outcome(resp)
+
+    async def prompt_stream(self, template: str, terms: dict[str, Any]) -> AsyncIterator[Any]:
+        self._count("prompt")
+        async for resp in self.p.client("prompt").stream(PromptRequest(id=template, terms=prompt_terms(terms),
+                                                                        streaming=True)):
+            raise_on_error("prompt", resp)
+            if resp.text:
+                yield resp.text
+            if resp.end_of_stream:
+                yield self.outcome_cls(model=resp.model, in_token=resp.in_token, out_token=resp.out_token)
+
+    async def store_answer(self, user: str, document_id: str, text: str, collection: str = "default") -> None:
+        self._count("librarian")
+        meta = DocumentMetadata(id=document_id, time=time.time(), kind="text/plain", title="Answer",
+                                document_type=ANSWER)
+        raise_on_error("librarian", await self.p.client("librarian").request(LibrarianRequest(
+            operation="add-document", user=user, collection=collection, document_id=document_id,
+            document_metadata=meta, content=text.encode("utf-8"))))
+
+    async def get_content(self, user: str, document_id: str, collection: str = "default") -> bytes:
+        self._count("librarian")
+        resp = raise_on_error("librarian", await self.p.client("librarian").request(LibrarianRequest(
+            operation="get-document-content", user=user, collection=collection, document_id=document_id)))
+        return resp.content
+
+    async def store_explain(self, user: str, collection: str, stage_uri: str, triples: list[Triple]) -> None:
+        await self.p.producer("explainability").send(Triples(
+            metadata=Metadata(id=stage_uri, user=user, collection=collection), triples=triples))

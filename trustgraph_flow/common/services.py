@@ -1,0 +1,99 @@
+"""Names, queues and typed client specs of the standard services, in one place.
+
+A service that calls another adds ``client_spec("triples", flow)`` instead of spelling out
+queues and schemas; a service that *is* one uses ``request_spec(...)`` for its consumer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from trustgraph_base.processor.specs import ConsumerSpec, RequestResponseSpec
+from trustgraph_base.pubsub.topics import flow_queue, notify_queue, request_queue, response_queue
+from trustgraph_base.schema import (
+    AgentRequest, AgentResponse, Chunk, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, DocumentRagQuery,
+    DocumentRagResponse, DocumentRef, EmbeddingsRequest, EmbeddingsResponse, EntityContexts, Error,
+    GraphEmbeddingsRequest, GraphEmbeddingsResponse, GraphRagQuery, GraphRagResponse, IngestProgress,
+    LibrarianRequest, LibrarianResponse, PromptRequest, PromptResponse, TextCompletionRequest,
+    TextCompletionResponse, TextPage, TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
+    TriplesQueryResponse,
+)
+
+
+@dataclass(frozen=True)
+class Service:
+    """A request/response service: its name, schemas, default client timeout and error reply."""
+
+    name: str
+    request: type
+    response: type
+    timeout: float
+    error_reply: Callable[[Error], Any]
+
+
+SERVICES: dict[str, Service] = {s.name: s for s in [
+    Service("triples", TriplesQueryRequest, TriplesQueryResponse, 30.0,
+            lambda e: TriplesQueryResponse(error=e, is_final=True)),
+    Service("trace-list", TraceListRequest, TraceListResponse, 30.0, lambda e: TraceListResponse(error=e)),
+    Service("graph-embeddings", GraphEmbeddingsRequest, GraphEmbeddingsResponse, 30.0,
+            lambda e: GraphEmbeddingsResponse(error=e)),
+    Service("document-embeddings", DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, 30.0,
+            lambda e: DocumentEmbeddingsResponse(error=e)),
+    Service("embeddings", EmbeddingsRequest, EmbeddingsResponse, 120.0, lambda e: EmbeddingsResponse(error=e)),
+    Service("text-completion", TextCompletionRequest, TextCompletionResponse, 600.0,
+            lambda e: TextCompletionResponse(error=e, end_of_stream=True)),
+    Service("prompt", PromptRequest, PromptResponse, 600.0, lambda e: PromptResponse(error=e, end_of_stream=True)),
+    Service("librarian", LibrarianRequest, LibrarianResponse, 60.0,
+            lambda e: LibrarianResponse(error=e, is_final=True)),
+    Service("graph-rag", GraphRagQuery, GraphRagResponse, 600.0,
+            lambda e: GraphRagResponse(error=e, end_of_stream=True, end_of_session=True)),
+    Service("document-rag", DocumentRagQuery, DocumentRagResponse, 600.0,
+            lambda e: DocumentRagResponse(error=e, end_of_stream=True, end_of_session=True)),
+    Service("agent", AgentRequest, AgentResponse, 900.0,
+            lambda e: AgentResponse(message_type="error", content=e.message, error=e, end_of_message=True,
+                                    end_of_dialog=True)),
+]}
+
+# Flow (work) queues and what they carry.
+FLOWS: dict[str, type] = {
+    "triples-store": Triples,
+    "document-load": DocumentRef,
+    "text-pages": TextPage,
+    "chunks": Chunk,
+    "entity-contexts": EntityContexts,
+}
+
+#: Broadcast of ingestion progress (for load progress bars).
+INGEST_PROGRESS = "ingest-progress"
+
+
+def client_spec(service: str, flow: str, *, name: str | None = None, timeout: float | None = None,
+                is_final: Callable[[Any], bool] | None = None) -> RequestResponseSpec:
+    """A typed client spec for ``service`` (named ``name``, default the service name)."""
+    s = SERVICES[service]
+    return RequestResponseSpec(name or service, service, request_queue(service, flow), response_queue(service, flow),
+                               s.request, s.response, timeout=timeout or s.timeout, is_final=is_final)
+
+
+def request_spec(service: str, flow: str, handler, *, name: str = "request", concurrency: int | None = None) -> ConsumerSpec:
+    """The consumer spec of the service that answers ``service`` requests (errors become error replies)."""
+    s = SERVICES[service]
+    return ConsumerSpec(name, request_queue(service, flow), s.request, handler,
+                        response_queue=response_queue(service, flow), response_schema=s.response,
+                        error_response=s.error_reply, concurrency=concurrency)
+
+
+def flow_spec(flow_name: str, flow: str, handler, *, name: str = "input", concurrency: int | None = None,
+              max_redeliveries: int = 5) -> ConsumerSpec:
+    """The consumer spec of a flow (work queue) stage."""
+    return ConsumerSpec(name, flow_queue(flow_name, flow), FLOWS[flow_name], handler, concurrency=concurrency,
+                        max_redeliveries=max_redeliveries)
+
+
+def progress_queue() -> str:
+    return notify_queue(INGEST_PROGRESS)
+
+
+__all__ = ["SERVICES", "FLOWS", "INGEST_PROGRESS", "Service", "client_spec", "request_spec", "flow_spec",
+           "progress_queue", "IngestProgress"]

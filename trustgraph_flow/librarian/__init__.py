@@ -1,0 +1,1 @@
+"""The librarian: documents, their pages and chunks, and stored answers; document removal cascades."""

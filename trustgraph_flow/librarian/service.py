@@ -1,0 +1,158 @@
+"""librarian: the document service.
+
+Operations (``LibrarianRequest.operation``): ``add-document`` (source documents are checked
+to decode before anything is stored, so a bad file is refused whole), ``add-child-document``
+(pages, chunks), ``get-document-metadata``, ``get-document-content``, ``stream-document``
+(content in bounded pieces, at least one reply even for an empty document),
+``list-documents``, ``list-children``, ``process-document`` (starts the ingestion pipeline),
+``remove-document`` (with children, extraction provenance, derived knowledge and vectors; see
+:mod:`.removal`).  Answers of the RAG services are stored here as ``document_type="answer"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from trustgraph_base.processor import Processor, ProducerSpec, launch
+from trustgraph_base.pubsub.topics import flow_queue
+from trustgraph_base.schema import DocumentRef, LibrarianRequest, LibrarianResponse, Metadata
+from trustgraph_base.schema.library import DOCUMENT_TYPES, SOURCE
+from trustgraph_base.store.librarian import open_librarian_store
+
+from ..common.services import request_spec
+from ..common.stores import add_store_args, store_options_from, store_params
+from ..ingest.decoding import DEFAULT_MAX, decode_document, detect_kind, normalize_kind
+from .removal import remove_document_data
+
+log = logging.getLogger(__name__)
+
+STREAM_CHUNK = 1 << 20
+
+
+class LibrarianService(Processor):
+    """Stores documents, pages, chunks and answers; starts processing; removes with cascade."""
+
+    default_id = "librarian"
+
+    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, librarian_store=None,
+                 triples_store=None, document_index=None, graph_index=None, max_document_bytes: int = DEFAULT_MAX,
+                 **params):
+        super().__init__(**params)
+        options = store_options_from(store, store_options)
+        self.store = librarian_store or open_librarian_store(store, **options)
+        self._owned = [] if librarian_store else [self.store]
+        if triples_store is None:
+            from trustgraph_base.store.triples import open_triples_store
+
+            triples_store = open_triples_store(store, **options)
+            self._owned.append(triples_store)
+        if document_index is None or graph_index is None:
+            from trustgraph_base.store.vectors import open_vector_index
+
+            if document_index is None:
+                document_index = open_vector_index(store, kind="document", **options)
+                self._owned.append(document_index)
+            if graph_index is None:
+                graph_index = open_vector_index(store, kind="graph", **options)
+                self._owned.append(graph_index)
+        self.triples, self.document_index, self.graph_index = triples_store, document_index, graph_index
+        self.max_document_bytes = max_document_bytes
+        self.add(request_spec("librarian", self.flow, self.on_request))
+        self.add(ProducerSpec("load", flow_queue("document-load", self.flow), DocumentRef))
+
+    async def on_request(self, req: LibrarianRequest, ctx) -> None:
+        handler = self._OPS.get(req.operation)
+        if handler is None:
+            raise ValueError(f"unknown librarian operation {req.operation!r}; expected one of "
+                             f"{', '.join(sorted(self._OPS))}")
+        await handler(self, req, ctx)
+
+    def _meta(self, req: LibrarianRequest):
+        meta = req.document_metadata
+        if meta is None or not (meta.id or req.document_id):
+            raise ValueError("document metadata with an id is required")
+        if not meta.id:
+            meta.id = req.document_id
+        if meta.document_type not in DOCUMENT_TYPES:
+            raise ValueError(f"unknown document_type {meta.document_type!r}")
+        return meta
+
+    async def _add(self, req, ctx) -> None:
+        meta = self._meta(req)
+        if meta.document_type == SOURCE:
+            # Refuse what the pipeline could not decode, before anything is stored.
+            meta.kind = normalize_kind(meta.kind) if meta.kind else detect_kind(meta.title, req.content)
+            await asyncio.to_thread(decode_document, req.content, meta.kind, meta.title or meta.id,
+                                    self.max_document_bytes)
+        stored = await asyncio.to_thread(self.store.add_document, req.user, meta, req.content)
+        await ctx.respond(LibrarianResponse(document_metadata=stored))
+
+    async def _add_child(self, req, ctx) -> None:
+        meta = self._meta(req)
+        stored = await asyncio.to_thread(self.store.add_child, req.user, req.document_id, meta, req.content)
+        await ctx.respond(LibrarianResponse(document_metadata=stored))
+
+    async def _get_metadata(self, req, ctx) -> None:
+        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)
+        await ctx.respond(LibrarianResponse(document_metadata=meta))
+
+    async def _get_content(self, req, ctx) -> None:
+        content = await asyncio.to_thread(self.store.get_content, req.user, req.document_id)
+        await ctx.respond(LibrarianResponse(content=content))
+
+    async def _stream(self, req, ctx) -> None:
+        size = req.chunk_size if 0 < req.chunk_size <= 4 * STREAM_CHUNK else STREAM_CHUNK
+        parts = await asyncio.to_thread(lambda: list(self.store.stream_content(req.user, req.document_id, size)))
+        for i, part in enumerate(parts):
+            await ctx.respond(LibrarianResponse(content=part, chunk_index=i, total_chunks=len(parts),
+                                                is_final=i == len(parts) - 1))
+
+    async def _list(self, req, ctx) -> None:
+        docs = await asyncio.to_thread(self.store.list_documents, req.user, req.document_type or SOURCE,
+                                       req.limit or 1000)
+        await ctx.respond(LibrarianResponse(document_metadatas=docs))
+
+    async def _list_children(self, req, ctx) -> None:
+        docs = await asyncio.to_thread(self.store.list_children, req.user, req.document_id)
+        await ctx.respond(LibrarianResponse(document_metadatas=docs))
+
+    async def _process(self, req, ctx) -> None:
+        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)
+        if meta.document_type != SOURCE:
+            raise ValueError(f"{req.document_id} is a {meta.document_type}, not a source document")
+        await self.producer("load").send(DocumentRef(
+            metadata=Metadata(id=meta.id, root=meta.id, user=req.user, collection=req.collection),
+            document_id=meta.id, kind=meta.kind, title=meta.title))
+        await ctx.respond(LibrarianResponse(document_metadata=meta))
+
+    async def _remove(self, req, ctx) -> None:
+        await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)  # NotFound first
+        report = await asyncio.to_thread(remove_document_data, req.user, req.collection, req.document_id,
+                                         self.store, self.triples, self.document_index, self.graph_index)
+        log.info("removed %s for %s/%s: %s", req.document_id, req.user, req.collection, report)
+        await ctx.respond(LibrarianResponse(removed=report.documents))
+
+    _OPS = {
+        "add-document": _add, "add-child-document": _add_child, "get-document-metadata": _get_metadata,
+        "get-document-content": _get_content, "stream-document": _stream, "list-documents": _list,
+        "list-children": _list_children, "process-document": _process, "remove-document": _remove,
+    }
+
+    async def on_stop(self) -> None:
+        for s in self._owned:
+            s.close()
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_store_args(parser)
+        parser.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX)
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict:
+        return {**store_params(args), "max_document_bytes": args.max_document_bytes}
+
+
+def run() -> None:
+    launch(LibrarianService)

@@ -1,0 +1,1 @@
+"""Query services: request/response access to the stores."""

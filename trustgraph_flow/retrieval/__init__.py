@@ -1,0 +1,1 @@
+"""Retrieval services: GraphRAG and DocumentRAG, each with query-time explainability."""

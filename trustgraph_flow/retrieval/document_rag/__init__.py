@@ -1,0 +1,1 @@
+"""DocumentRAG: retrieve chunks by similarity, synthesise from them, explain which chunks were used."""

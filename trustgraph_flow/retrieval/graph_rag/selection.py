@@ -1,0 +1,65 @@
+"""Turning the LLM's edge-selection output into edge selections with the original terms.
+
+The prompt layer has already parsed the JSONL (dropping fences, blank and malformed lines);
+here each ``{"id", "reasoning"}`` object is checked against the label graph: unknown ids and
+repeats are skipped and counted — never fatal — and the selection is capped at ``limit``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from trustgraph_base.provenance.triples import EdgeSelection
+from trustgraph_base.schema import Triple
+
+__all__ = ["SelectionResult", "resolve_selection"]
+
+
+@dataclass
+class SelectionResult:
+    selections: list[EdgeSelection] = field(default_factory=list)
+    dropped: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+def resolve_selection(objects: Sequence[Any], uri_map: Mapping[str, Triple], limit: int = 0, *,
+                      parser_dropped: int = 0, parser_reasons: Sequence[str] = ()) -> SelectionResult:
+    """Map selected ids to original edges.
+
+    :param objects: parsed JSONL objects (``{"id": str, "reasoning": str}``).
+    :param uri_map: id → original edge, from :func:`~.labels.get_labelgraph`.
+    :param limit: keep at most this many selections (0 = no cap).
+    :param parser_dropped: lines the JSONL parser already dropped (added to the count).
+    """
+    result = SelectionResult(dropped=parser_dropped, reasons=list(parser_reasons))
+    seen: set[str] = set()
+    for obj in objects:
+        if not isinstance(obj, dict):
+            result.dropped += 1
+            result.reasons.append("selection is not an object")
+            continue
+        eid = obj.get("id")
+        if not isinstance(eid, str) or not eid.strip():
+            result.dropped += 1
+            result.reasons.append("selection without an id")
+            continue
+        eid = eid.strip()
+        edge = uri_map.get(eid)
+        if edge is None:
+            result.dropped += 1
+            result.reasons.append(f"unknown edge id {eid[:40]!r}")
+            continue
+        if eid in seen:
+            result.dropped += 1
+            result.reasons.append(f"edge {eid} selected twice")
+            continue
+        if limit and len(result.selections) >= limit:
+            result.dropped += 1
+            result.reasons.append(f"more than {limit} edges selected")
+            continue
+        seen.add(eid)
+        reasoning = obj.get("reasoning")
+        result.selections.append(EdgeSelection(edge=edge, reasoning=reasoning if isinstance(reasoning, str) else "",
+                                               edge_id=eid))
+    return result

@@ -1,0 +1,59 @@
+"""graph-rag: the GraphRAG service with query-time explainability.
+
+Consumes ``GraphRagQuery`` on ``request:tg:graph-rag:<flow>`` and streams
+``GraphRagResponse`` messages (explain events, answer chunks, a final message).  Explain
+triples also go to the ``explainability`` producer (the ``triples-store`` flow queue), in the
+request's user and collection unless ``--explain-collection`` redirects them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from trustgraph_base.processor import Processor, ProducerSpec, launch
+from trustgraph_base.pubsub.topics import flow_queue
+from trustgraph_base.schema import GraphRagQuery, Triples
+
+from ...common.ports import BusPorts
+from ...common.services import client_spec, request_spec
+from .rag import GraphRag, GraphRagSettings, PromptOutcome
+
+
+class GraphRagService(Processor):
+    """Answers questions over the knowledge graph and explains how."""
+
+    default_id = "graph-rag"
+
+    def __init__(self, *, entity_limit: int = 50, triple_limit: int = 30, max_subgraph_size: int = 150,
+                 max_path_length: int = 2, edge_limit: int = 25, explain_collection: str = "", **params):
+        super().__init__(**params)
+        self.add(request_spec("graph-rag", self.flow, self.on_request))
+        self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
+        for service in ("embeddings", "graph-embeddings", "triples", "prompt", "librarian"):
+            self.add(client_spec(service, self.flow))
+        self.ports = BusPorts(self, PromptOutcome)
+        self.rag = GraphRag(self.ports, GraphRagSettings(entity_limit, triple_limit, max_subgraph_size,
+                                                         max_path_length, edge_limit, explain_collection))
+
+    async def on_request(self, req: GraphRagQuery, ctx) -> None:
+        await self.rag.query(req, ctx.respond)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--entity-limit", type=int, default=50)
+        parser.add_argument("--triple-limit", type=int, default=30)
+        parser.add_argument("--max-subgraph-size", type=int, default=150)
+        parser.add_argument("--max-path-length", type=int, default=2)
+        parser.add_argument("--edge-limit", type=int, default=25)
+        parser.add_argument("--explain-collection", default="",
+                            help="store explain triples in this collection instead of the request's")
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict:
+        return {"entity_limit": args.entity_limit, "triple_limit": args.triple_limit,
+                "max_subgraph_size": args.max_subgraph_size, "max_path_length": args.max_path_length,
+                "edge_limit": args.edge_limit, "explain_collection": args.explain_collection}
+
+
+def run() -> None:
+    launch(GraphRagService)

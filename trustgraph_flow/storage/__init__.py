@@ -1,0 +1,1 @@
+"""Writer services: flow consumers that persist what the pipeline produces."""

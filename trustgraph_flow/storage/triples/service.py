@@ -1,0 +1,60 @@
+"""triples-write: persist ``Triples`` batches from the ``triples-store`` flow queue.
+
+At-least-once and idempotent: a batch is acked only after the store has written it, and
+re-writing a batch (redelivery) changes nothing.  An unreachable store raises, so the
+message is nacked and redelivered; a batch with invalid names or terms is bad input
+(``InvalidQuery``, a ``ValueError``) and is dead-lettered at once with the reason.  Explain
+triples, extraction provenance and knowledge all arrive here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from trustgraph_base.processor import Processor, ProducerSpec, launch
+from trustgraph_base.schema import IngestProgress, Triples
+from trustgraph_base.store.triples import open_triples_store
+
+from ...common.services import flow_spec, progress_queue
+from ...common.stores import add_store_args, store_options_from, store_params
+
+log = logging.getLogger(__name__)
+
+
+class TriplesWriteService(Processor):
+    """Writes triple batches to the triple store (SQLite or Cassandra)."""
+
+    default_id = "triples-write"
+
+    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, triples_store=None, **params):
+        super().__init__(**params)
+        self.store = triples_store or open_triples_store(store, **store_options_from(store, store_options))
+        self._owns_store = triples_store is None
+        self.add(flow_spec("triples-store", self.flow, self.on_triples))
+        self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
+
+    async def on_triples(self, msg: Triples, ctx) -> None:
+        meta = msg.metadata
+        if msg.triples:
+            await asyncio.to_thread(self.store.insert, meta.user, meta.collection, msg.triples)
+        if meta.root:
+            await self.producer("progress").send(IngestProgress(
+                user=meta.user, collection=meta.collection, document_id=meta.root, stage="stored", item_id=meta.id))
+
+    async def on_stop(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_store_args(parser)
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict:
+        return store_params(args)
+
+
+def run() -> None:
+    launch(TriplesWriteService)
