@@ -67,15 +67,23 @@ class EmbeddedStack:
         await self.backend.close()
 
 
-async def start_embedded(home: Path | None = None, *, flow: str = "default", ingest: bool = True,
-                         services: tuple[str, ...] = ("graph-rag", "document-rag", "agent"),
+#: Processor groups by purpose, so a command starts only what it needs.
+STORAGE = ("triples-write", "triples-query")
+QUERY = STORAGE + ("graph-embeddings-query", "document-embeddings-query", "embeddings", "prompt", "librarian",
+                   "text-completion")
+INGEST = ("librarian", "decoder", "chunker", "kg-extract", "graph-embeddings-write", "document-embeddings-write",
+          "embeddings", "prompt", "text-completion") + STORAGE
+ALL = tuple(dict.fromkeys(QUERY + INGEST + ("graph-rag", "document-rag", "agent-manager-react", "trace-admin")))
+
+
+async def start_embedded(home: Path | None = None, *, flow: str = "default", only: tuple[str, ...] = ALL,
                          llm: str = "auto", settings: dict[str, dict] | None = None,
                          backend=None) -> EmbeddedStack:
-    """Start the embedded stack and return it.
+    """Start the embedded stack (the processors named in ``only``) and return it.
 
     :param home: data directory (default ``$TG_HOME`` or ``~/.trustgraph``).
-    :param ingest: also run the ingestion pipeline (librarian processing, decoder, chunker, extractor, writers).
-    :param services: which query services to run (``graph-rag``, ``document-rag``, ``agent``).
+    :param only: processor ids to run (see :data:`ALL`); a command needing only trace listing
+        starts just the triples services.
     :param llm: ``auto`` | ``extractive`` | ``openai`` for the prompt service.
     :param settings: extra constructor parameters per processor id.
     """
@@ -91,48 +99,58 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", ing
     from .query.vectors.service import DocumentEmbeddingsQuery, GraphEmbeddingsQuery
     from .retrieval.document_rag.service import DocumentRagService
     from .retrieval.graph_rag.service import GraphRagService
+    from .storage.traces.service import TraceAdminService
     from .storage.triples.service import TriplesWriteService
     from .storage.vectors.service import DocumentEmbeddingsWriter, GraphEmbeddingsWriter
 
     options = {"home": Path(home)} if home else {}
-    triples = open_triples_store("sqlite", **options)
-    librarian = open_librarian_store("sqlite", **options)
-    graph_index = open_vector_index("sqlite", kind="graph", **options)
-    document_index = open_vector_index("sqlite", kind="document", **options)
+    stores: dict[str, Any] = {}
+
+    def store(kind: str):
+        if kind not in stores:
+            if kind == "triples":
+                stores[kind] = open_triples_store("sqlite", **options)
+            elif kind == "librarian":
+                stores[kind] = open_librarian_store("sqlite", **options)
+            else:
+                stores[kind] = open_vector_index("sqlite", kind=kind, **options)
+        return stores[kind]
+
     backend = backend or open_backend("memory")
     extra = settings or {}
-    common = {"backend": backend, "flow": flow}
-
-    def make(cls, **kw) -> Processor:
-        return cls(**common, **kw, **extra.get(cls.default_id, {}))
-
     use_llm = llm == "openai" or (llm == "auto" and _llm_configured())
-    procs = [
-        make(TriplesWriteService, triples_store=triples),
-        make(TriplesQueryService, triples_store=triples),
-        make(GraphEmbeddingsQuery, vector_index=graph_index),
-        make(DocumentEmbeddingsQuery, vector_index=document_index),
-        make(EmbeddingsService),
-        make(PromptService, llm="openai" if use_llm else "extractive"),
-        make(LibrarianService, librarian_store=librarian, triples_store=triples, document_index=document_index,
-             graph_index=graph_index),
-    ]
-    if use_llm:
-        procs.append(make(TextCompletionService))
-    if ingest:
-        procs += [
-            make(DecoderService), make(ChunkerService),
-            make(KgExtractService, extractor="llm" if use_llm else "pattern"),
-            make(GraphEmbeddingsWriter, vector_index=graph_index),
-            make(DocumentEmbeddingsWriter, vector_index=document_index),
-        ]
-    if "graph-rag" in services:
-        procs.append(make(GraphRagService))
-    if "document-rag" in services:
-        procs.append(make(DocumentRagService))
-    if "agent" in services:
-        procs.append(make(AgentService))
-    stack = EmbeddedStack(backend, [], [triples, librarian, graph_index, document_index])
+    factories = {
+        "triples-write": lambda: (TriplesWriteService, {"triples_store": store("triples")}),
+        "triples-query": lambda: (TriplesQueryService, {"triples_store": store("triples")}),
+        "graph-embeddings-query": lambda: (GraphEmbeddingsQuery, {"vector_index": store("graph")}),
+        "document-embeddings-query": lambda: (DocumentEmbeddingsQuery, {"vector_index": store("document")}),
+        "embeddings": lambda: (EmbeddingsService, {}),
+        "prompt": lambda: (PromptService, {"llm": "openai" if use_llm else "extractive"}),
+        "text-completion": lambda: (TextCompletionService, {}) if use_llm else None,
+        "librarian": lambda: (LibrarianService, {"librarian_store": store("librarian"),
+                                                 "triples_store": store("triples"),
+                                                 "document_index": store("document"), "graph_index": store("graph")}),
+        "decoder": lambda: (DecoderService, {}),
+        "chunker": lambda: (ChunkerService, {}),
+        "kg-extract": lambda: (KgExtractService, {"extractor": "llm" if use_llm else "pattern"}),
+        "graph-embeddings-write": lambda: (GraphEmbeddingsWriter, {"vector_index": store("graph")}),
+        "document-embeddings-write": lambda: (DocumentEmbeddingsWriter, {"vector_index": store("document")}),
+        "graph-rag": lambda: (GraphRagService, {}),
+        "document-rag": lambda: (DocumentRagService, {}),
+        "agent-manager-react": lambda: (AgentService, {}),
+        "trace-admin": lambda: (TraceAdminService, {"triples_store": store("triples")}),
+    }
+    unknown = set(only) - set(factories)
+    if unknown:
+        raise ValueError(f"unknown embedded processors: {', '.join(sorted(unknown))}")
+    procs = []
+    for pid in dict.fromkeys(only):
+        made = factories[pid]()
+        if made is None:
+            continue
+        cls, kw = made
+        procs.append(cls(backend=backend, flow=flow, **kw, **extra.get(pid, {})))
+    stack = EmbeddedStack(backend, [], list(stores.values()))
     try:
         for p in procs:
             await p.start()

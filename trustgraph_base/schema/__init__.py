@@ -11,7 +11,8 @@ from .retrieval import (
 from .agent import AgentRequest, AgentResponse, AgentStep
 from .query import (
     ChunkMatch, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, EntityMatch,
-    GraphEmbeddingsRequest, GraphEmbeddingsResponse, TraceListRequest, TraceListResponse,
+    GraphEmbeddingsRequest, GraphEmbeddingsResponse, TraceAdminRequest, TraceAdminResponse, TraceListRequest,
+    TraceListResponse,
     TraceSummary, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
 )
 from .library import DocumentMetadata, LibrarianRequest, LibrarianResponse

@@ -143,3 +143,24 @@ class TraceListResponse:
     traces: list[TraceSummary] = field(default_factory=list)
     next_cursor: str = ""
 
+
+
+@dataclass
+class TraceAdminRequest:
+    """Retention of stored traces: ``delete`` one trace (``uri``), or ``prune`` every trace of a
+    user and collection older than ``older_than_seconds``.  ``dry_run`` only reports."""
+
+    operation: str = ""
+    user: str = "trustgraph"
+    collection: str = "default"
+    uri: str = ""
+    older_than_seconds: float = 0.0
+    dry_run: bool = False
+
+
+@dataclass
+class TraceAdminResponse:
+    error: Error | None = None
+    traces: list[str] = field(default_factory=list)
+    triples: int = 0
+    documents: int = 0

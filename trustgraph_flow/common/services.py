@@ -16,7 +16,7 @@ from trustgraph_base.schema import (
     DocumentRagResponse, DocumentRef, EmbeddingsRequest, EmbeddingsResponse, EntityContexts, Error,
     GraphEmbeddingsRequest, GraphEmbeddingsResponse, GraphRagQuery, GraphRagResponse, IngestProgress,
     LibrarianRequest, LibrarianResponse, PromptRequest, PromptResponse, TextCompletionRequest,
-    TextCompletionResponse, TextPage, TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
+    TextCompletionResponse, TextPage, TraceAdminRequest, TraceAdminResponse, TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
     TriplesQueryResponse,
 )
 
@@ -36,6 +36,7 @@ SERVICES: dict[str, Service] = {s.name: s for s in [
     Service("triples", TriplesQueryRequest, TriplesQueryResponse, 30.0,
             lambda e: TriplesQueryResponse(error=e, is_final=True)),
     Service("trace-list", TraceListRequest, TraceListResponse, 30.0, lambda e: TraceListResponse(error=e)),
+    Service("trace-admin", TraceAdminRequest, TraceAdminResponse, 600.0, lambda e: TraceAdminResponse(error=e)),
     Service("graph-embeddings", GraphEmbeddingsRequest, GraphEmbeddingsResponse, 30.0,
             lambda e: GraphEmbeddingsResponse(error=e)),
     Service("document-embeddings", DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, 30.0,

@@ -128,7 +128,11 @@ class LibrarianService(Processor):
         await ctx.respond(LibrarianResponse(document_metadata=meta))
 
     async def _remove(self, req, ctx) -> None:
-        await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)  # NotFound first
+        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)  # NotFound first
+        if meta.document_type != SOURCE:
+            removed = await asyncio.to_thread(self.store.remove_document, req.user, req.document_id, True)
+            await ctx.respond(LibrarianResponse(removed=removed))
+            return
         report = await asyncio.to_thread(remove_document_data, req.user, req.collection, req.document_id,
                                          self.store, self.triples, self.document_index, self.graph_index)
         log.info("removed %s for %s/%s: %s", req.document_id, req.user, req.collection, report)

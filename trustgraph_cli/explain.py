@@ -1,0 +1,292 @@
+"""tg-list-explain-traces, tg-show-explain-trace, tg-delete-explain-trace, tg-prune-explain-traces."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import click
+
+from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, quiet_logging, run_async
+from .invoke import out
+
+TRACE_NEEDS = ("triples-query", "triples-write", "librarian")
+_TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
+
+
+@click.command("tg-list-explain-traces")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option("--type", "kind", type=click.Choice(["graphrag", "docrag", "agent"]), default=None)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--cursor", default="", help="continue after a previous page (printed as next_cursor in JSON)")
+@connection_options
+@run_async
+async def list_traces(limit, kind, fmt, cursor, user, collection, pulsar_url, home, timeout):
+    """List stored traces, newest first; sub-traces are shown under the trace that asked for them."""
+    from trustgraph_base.schema import TraceListRequest
+
+    from .connection import Connection
+
+    check_names(user, collection)
+    quiet_logging()
+    async with Connection(pulsar_url, home, ("triples-query",), timeout) as conn:
+        page = await conn.request("trace-list", TraceListRequest(user=user, collection=collection, type=kind or "",
+                                                                 limit=limit, cursor=cursor))
+    traces = page.traces
+    if fmt == "json":
+        out(json.dumps({"traces": [{"id": t.uri, "type": _TYPES.get(t.type, t.type), "question": t.question,
+                                    "time": t.time, "parent": t.parent or None} for t in traces],
+                        "next_cursor": page.next_cursor or None}, ensure_ascii=False, indent=2))
+        return
+    if not traces:
+        out(f"No traces found for user {user}, collection {collection}.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("Session", "Type", "Question", "Time"):
+        table.add_column(col, overflow="fold" if col == "Session" else "ellipsis", no_wrap=col != "Question")
+    in_page = {t.uri for t in traces}
+    children: dict[str, list] = {}
+    for t in traces:
+        if t.parent:
+            children.setdefault(_root_question(t.parent), []).append(t)
+    for t in traces:
+        if t.parent and _root_question(t.parent) in in_page:
+            continue  # shown under its parent
+        mark = f" (sub-trace of {t.parent})" if t.parent else ""
+        table.add_row(t.uri, _TYPES.get(t.type, t.type), _truncate(t.question, 60) + mark, t.time)
+        for c in children.get(t.uri, []):
+            table.add_row(f"  └ {c.uri}", _TYPES.get(c.type, c.type), _truncate(c.question, 56), c.time)
+    Console(width=max(160, 40), soft_wrap=False).print(table)
+    if page.next_cursor:
+        out(f"(more: --cursor {page.next_cursor})")
+
+
+def _root_question(analysis_uri: str) -> str:
+    """``urn:trustgraph:agent:<sid>/i2`` -> ``urn:trustgraph:agent:<sid>``."""
+    return analysis_uri.split("/", 1)[0] if analysis_uri.startswith("urn:trustgraph:agent:") else analysis_uri
+
+
+def _truncate(text: str, n: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+_TRACE_URI = re.compile(r"urn:trustgraph:(question:[0-9A-Za-z\-]+|docrag:[0-9A-Za-z\-]+|agent:[A-Za-z0-9._\-]+)\Z")
+
+
+def check_trace_uri(uri: str) -> str:
+    if not _TRACE_URI.match(uri or ""):
+        raise CliError(f"not a trace URI: {uri!r} (expected urn:trustgraph:question:<uuid>, "
+                       f"urn:trustgraph:docrag:<uuid> or urn:trustgraph:agent:<session id>)", EXIT_USAGE)
+    return uri
+
+
+@click.command("tg-show-explain-trace")
+@click.argument("uri")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "turtle", "trig"]), default="text",
+              show_default=True)
+@click.option("--show-provenance", is_flag=True, help="show the source chain of every selected edge or chunk")
+@click.option("--max-answer", type=click.IntRange(0, 10_000_000), default=2000, show_default=True,
+              help="characters of the answer to print (0 = all)")
+@connection_options
+@run_async
+async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, pulsar_url, home, timeout):
+    """Show one stored trace: every stage, edge reasons and sources, the answer; or export it as RDF."""
+    from trustgraph_base.schema import LibrarianRequest
+
+    from .connection import Connection
+    from .trace_model import TraceIndex, build_trace, trace_type
+    from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples
+
+    check_names(user, collection)
+    check_trace_uri(uri)
+    quiet_logging()
+    async with Connection(pulsar_url, home, TRACE_NEEDS, timeout) as conn:
+        triples = await load_trace_triples(conn, user, collection, uri)
+        index = TraceIndex(triples)
+        if not triples or trace_type(index, uri) is None:
+            raise CliError(f"no trace {uri} in collection {collection} of user {user}", EXIT_FAILED)
+        if fmt in ("turtle", "trig"):
+            from trustgraph_base.rdf.export import serialize
+
+            out(serialize(triples, fmt, drop_graphs=False) if fmt == "trig" else
+                serialize(triples, "turtle", drop_graphs=True))
+            return
+        edges = [t.o.triple for t in triples if t.p.value.endswith("/ns/edge") and t.o.type == "t"]
+        labels = await LabelCache(conn, user, collection).resolve(iris_in_terms(
+            [x for e in edges for x in (e.s, e.p, e.o)] + [t.o for t in triples
+                                                          if t.p.value.endswith("/ns/entity")]))
+        chains = {}
+        if show_provenance or fmt == "json":
+            chains.update(await edge_chains(conn, user, collection, edges))
+            chunks = [t.o.value for t in triples if t.p.value.endswith("/ns/selectedChunk")]
+            chains.update(await chunk_chains(conn, user, collection, chunks))
+        answers = {}
+        for t in triples:
+            if t.p.value.endswith("/ns/document") and t.o.type == "i":
+                reply = await (await conn.client("librarian")).request(LibrarianRequest(
+                    operation="get-document-content", user=user, collection=collection, document_id=t.o.value))
+                if reply.error is None:
+                    answers[t.o.value] = reply.content.decode("utf-8", "replace")
+        trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains)
+    if fmt == "json":
+        out(json.dumps(trace, ensure_ascii=False, indent=2))
+    else:
+        render_text(trace, show_provenance, max_answer)
+
+
+def _answer(text: str | None, max_answer: int) -> list[str]:
+    if text is None:
+        return ["  (answer not available)"]
+    if max_answer and len(text) > max_answer:
+        text = text[:max_answer] + f" … [{len(text) - max_answer} more characters; use --max-answer 0]"
+    return ["  " + line for line in text.splitlines()] or ["  "]
+
+
+def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str = "") -> None:
+    """The readable form of a trace (also used for agent sub-traces, indented)."""
+    from .traces import chain_text
+
+    def p(line: str = "") -> None:
+        out(indent + line if line else "")
+
+    kind = trace["type"]
+    p(f"=== {_TYPES[kind]} trace: {trace['uri']} ===")
+    p(f"Question: {trace['question']}")
+    p(f"Time: {trace['time']}")
+    if trace.get("parent"):
+        p(f"Asked by: {trace['parent']}")
+    if kind == "graphrag":
+        exp, focus, syn = trace["exploration"], trace["focus"], trace["synthesis"]
+        if exp:
+            p()
+            p("--- Exploration ---")
+            p(f"Retrieved {exp['edge_count']} edge(s) from the knowledge graph")
+            if exp["seed_entities"]:
+                p("Seed entities: " + ", ".join(s["label"] for s in exp["seed_entities"][:20])
+                  + (" …" if len(exp["seed_entities"]) > 20 else ""))
+        if focus:
+            p()
+            p("--- Focus (edge selection) ---")
+            p(f"Selected {len(focus['selected_edges'])} edge(s):")
+            for i, e in enumerate(focus["selected_edges"], 1):
+                lab = e["labels"] or {"s": "?", "p": "?", "o": "?"}
+                p(f"  {i}. ({lab['s']}, {lab['p']}, {lab['o']})")
+                p(f"     Reason: {e['reasoning']}")
+                if show_provenance:
+                    for chain in e["sources"] or [[]]:
+                        p(f"     Source: {chain_text(chain) if chain else '(no extraction provenance found)'}")
+            if focus["dropped"]:
+                p(f"Skipped {focus['dropped']} unusable line(s) of the selection output")
+        if syn:
+            p()
+            p("--- Synthesis ---")
+            if syn.get("model"):
+                p(f"Model: {syn['model']}")
+            p("Answer:")
+            for line in _answer(syn["answer"], max_answer):
+                p(line)
+    elif kind == "docrag":
+        exp, syn = trace["exploration"], trace["synthesis"]
+        if exp:
+            p()
+            p("--- Exploration ---")
+            p(f"Retrieved {exp['chunk_count']} chunk(s) from the document store")
+            for c in exp["chunks"]:
+                p(f"  - {c['uri']}")
+                if c["chain"]:
+                    p(f"    Source: {chain_text(c['chain'])}")
+        if syn:
+            p()
+            p("--- Synthesis ---")
+            p("Answer:")
+            for line in _answer(syn["answer"], max_answer):
+                p(line)
+    else:
+        for i, a in enumerate(trace["analyses"], 1):
+            p()
+            p(f"--- Analysis {i} ({a['uri']}) ---")
+            p(f"Thought: {a['thought']}")
+            p(f"Action: {a['action']}")
+            p(f"Arguments: {json.dumps(a['arguments'], ensure_ascii=False)}")
+            p("Observation:")
+            for line in _answer(a["observation"], max_answer):
+                p(line)
+            if a.get("tool_error"):
+                p(f"Tool error: {a['tool_error']}")
+            for sub in a["sub_traces"]:
+                p()
+                render_text(sub, show_provenance, max_answer, indent + "    ")
+        if trace["conclusion"]:
+            c = trace["conclusion"]
+            p()
+            p("--- Conclusion ---")
+            if c.get("termination_reason"):
+                p(f"Stopped: {c['termination_reason']}")
+            for line in _answer(c["answer"], max_answer):
+                p(line)
+    if trace.get("error"):
+        e = trace["error"]
+        p()
+        p("--- Error ---")
+        p(f"Stage: {e['stage']}")
+        p(f"Message: {e['message']}")
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text or "")
+    if not m:
+        raise click.BadParameter(f"{text!r}: use a number and a unit s, m, h, d or w (e.g. 30d)")
+    value = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+    if value <= 0:
+        raise click.BadParameter("the duration must be positive")
+    return value
+
+
+@click.command("tg-delete-explain-trace")
+@click.argument("uri")
+@click.option("--dry-run", is_flag=True, help="report what would be deleted")
+@connection_options
+@run_async
+async def delete_trace(uri, dry_run, user, collection, pulsar_url, home, timeout):
+    """Delete one trace whole (all stages, edge selections, sub-traces, the stored answer) and nothing else."""
+    from trustgraph_base.schema import TraceAdminRequest
+
+    from .connection import Connection
+
+    check_names(user, collection)
+    check_trace_uri(uri)
+    quiet_logging()
+    async with Connection(pulsar_url, home, ("triples-query", "triples-write", "librarian", "trace-admin"),
+                          timeout) as conn:
+        r = await conn.request("trace-admin", TraceAdminRequest(operation="delete", user=user, collection=collection,
+                                                                uri=uri, dry_run=dry_run))
+    verb = "Would delete" if dry_run else "Deleted"
+    out(f"{verb} {len(r.traces)} trace(s), {r.triples} triple(s), {r.documents} answer document(s).")
+
+
+@click.command("tg-prune-explain-traces")
+@click.option("--older-than", "older_than", required=True, help="e.g. 30d, 12h, 90m")
+@click.option("--dry-run", is_flag=True, help="report what would be deleted")
+@connection_options
+@run_async
+async def prune_traces(older_than, dry_run, user, collection, pulsar_url, home, timeout):
+    """Delete every trace of a user and collection that started before now minus a duration."""
+    from trustgraph_base.schema import TraceAdminRequest
+
+    from .connection import Connection
+
+    seconds = parse_duration(older_than)
+    check_names(user, collection)
+    quiet_logging()
+    async with Connection(pulsar_url, home, ("triples-query", "triples-write", "librarian", "trace-admin"),
+                          timeout) as conn:
+        r = await conn.request("trace-admin", TraceAdminRequest(operation="prune", user=user, collection=collection,
+                                                                older_than_seconds=seconds, dry_run=dry_run))
+    verb = "Would delete" if dry_run else "Deleted"
+    out(f"{verb} {len(r.traces)} trace(s), {r.triples} triple(s), {r.documents} answer document(s).")

@@ -1,0 +1,289 @@
+"""tg-invoke-graph-rag, tg-invoke-document-rag, tg-invoke-agent: ask, stream the answer, show the trace live.
+
+With ``--explainable`` each explain event is printed the moment it arrives, in this form,
+while the answer streams to stdout::
+
+    [question] urn:trustgraph:question:<uuid>
+        Query: <question>
+
+    [exploration] urn:trustgraph:prov:exploration:<uuid>
+        Retrieved <n> edge(s)
+
+    [focus] urn:trustgraph:prov:focus:<uuid>
+        Selected <k> edge(s)
+          Edge: (<subject label>, <predicate label>, <object label>)
+            Reason: <reasoning>
+            Source: Chunk <i> → Page <j> → <document title>
+
+    [synthesis] urn:trustgraph:prov:synthesis:<uuid>
+
+    <answer text>
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+import click
+
+from .common import CliError, EXIT_FAILED, check_names, connection_options, quiet_logging, run_async
+
+QUERY_NEEDS = ("triples-write", "triples-query", "graph-embeddings-query", "document-embeddings-query", "embeddings",
+               "prompt", "text-completion", "librarian")
+
+
+def out(text: str = "", nl: bool = True) -> None:
+    sys.stdout.write(text + ("\n" if nl else ""))
+    sys.stdout.flush()
+
+
+def _index(triples):
+    from .trace_model import TraceIndex
+
+    return TraceIndex(triples)
+
+
+class ExplainPrinter:
+    """Prints explain events (GraphRAG, DocumentRAG and agent) as they arrive."""
+
+    def __init__(self, conn, user: str, collection: str, verbose: bool = False):
+        from .traces import LabelCache
+
+        self.conn, self.user, self.collection = conn, user, collection
+        self.labels = LabelCache(conn, user, collection)
+        self.synthesis_announced = False
+        self.verbose = verbose
+
+    async def event(self, uri: str, triples, edge_sources=()) -> None:
+        from trustgraph_base.provenance import namespaces as ns
+
+        idx = _index(triples)
+        types = idx.types(uri)
+        if ns.TG_QUESTION in types:
+            out(f"[question] {uri}")
+            out(f"    Query: {idx.text(uri, ns.TG_QUERY) or ''}")
+            parent = idx.text(uri, ns.PROV_WAS_DERIVED_FROM)
+            if parent:
+                out(f"    Asked by: {parent}")
+            out()
+        elif ns.TG_EXPLORATION in types:
+            out(f"[exploration] {uri}")
+            chunks = idx.integer(uri, ns.TG_CHUNK_COUNT)
+            if chunks is not None:
+                out(f"    Retrieved {chunks} chunk(s)")
+                await self._chunks(idx, uri)
+            else:
+                out(f"    Retrieved {idx.integer(uri, ns.TG_EDGE_COUNT) or 0} edge(s)")
+            out()
+        elif ns.TG_FOCUS in types:
+            await self._focus(idx, uri, edge_sources)
+        elif ns.TG_SYNTHESIS in types:
+            self.announce_synthesis(uri)
+        elif ns.TG_ANALYSIS in types:
+            out(f"[analysis] {uri}")
+            out(f"    Thought: {idx.text(uri, ns.TG_THOUGHT) or ''}")
+            out(f"    Action: {idx.text(uri, ns.TG_ACTION) or ''} {idx.text(uri, ns.TG_ARGUMENTS) or ''}")
+            out(f"    Observation: {_short(idx.text(uri, ns.TG_OBSERVATION) or '', 300)}")
+            out()
+        elif ns.TG_CONCLUSION in types:
+            out(f"[conclusion] {uri}")
+            reason = idx.text(uri, ns.TG_TERMINATION_REASON)
+            if reason:
+                out(f"    Stopped: {reason}")
+            out()
+        elif ns.TG_ERROR in types:
+            out(f"[error] {uri}")
+            out(f"    Stage: {idx.text(uri, ns.TG_STAGE) or ''}")
+            out(f"    Message: {idx.text(uri, ns.TG_ERROR_MESSAGE) or ''}")
+            out()
+
+    def announce_synthesis(self, uri: str) -> None:
+        if not self.synthesis_announced:
+            self.synthesis_announced = True
+            out(f"[synthesis] {uri}")
+            out()
+
+    async def _focus(self, idx, uri: str, edge_sources) -> None:
+        from trustgraph_base.provenance import namespaces as ns
+        from trustgraph_base.rdf.terms import serialize_term
+        from trustgraph_base.schema import IRI, TRIPLE, Term
+
+        from .trace_model import _natural
+        from .traces import chain_text, iris_in_terms
+
+        sels = sorted((o.value for o in idx.props.get(uri, {}).get(ns.TG_SELECTED_EDGE, []) if o.type == IRI),
+                      key=_natural)
+        edges = [idx.one(s, ns.TG_EDGE) for s in sels]
+        labels = await self.labels.resolve(iris_in_terms([e for e in edges if e is not None]))
+        sources: dict[str, list[str]] = {}
+        for es in edge_sources or ():
+            key = serialize_term(Term(TRIPLE, triple=es.edge))
+            sources.setdefault(key, []).append(chain_text([{"uri": l.uri, "type": l.type, "label": l.label}
+                                                           for l in es.chain]))
+        from trustgraph_flow.retrieval.graph_rag.labels import term_label
+
+        out(f"[focus] {uri}")
+        out(f"    Selected {len(sels)} edge(s)")
+        for sel, edge in zip(sels, edges):
+            if edge is None or edge.type != TRIPLE:
+                out(f"      Edge: (missing triple term in {sel})")
+                continue
+            t = edge.triple
+            out(f"      Edge: ({term_label(t.s, labels)}, {term_label(t.p, labels)}, {term_label(t.o, labels)})")
+            out(f"        Reason: {idx.text(sel, ns.TG_REASONING) or ''}")
+            for chain in sources.get(serialize_term(edge), []) or ["(no extraction provenance found)"]:
+                out(f"        Source: {chain}")
+        dropped = idx.integer(uri, ns.TG_DROPPED_COUNT)
+        if dropped:
+            out(f"    Skipped {dropped} unusable line(s) of the selection output")
+        out()
+
+    async def _chunks(self, idx, uri: str) -> None:
+        from trustgraph_base.provenance import namespaces as ns
+        from trustgraph_base.schema import IRI
+
+        from .traces import chain_text, chunk_chains
+
+        chunks = [o.value for o in idx.props.get(uri, {}).get(ns.TG_SELECTED_CHUNK, []) if o.type == IRI]
+        chains = await chunk_chains(self.conn, self.user, self.collection, chunks)
+        for c in chunks:
+            out(f"      Chunk: {c}")
+            for chain in chains.get(c, []):
+                out(f"        Source: {chain_text(chain)}")
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@click.command("tg-invoke-graph-rag")
+@click.option("-q", "--query", "question", required=True, help="the question")
+@click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
+@click.option("--no-streaming", is_flag=True, help="print the answer when complete")
+@click.option("-e", "--entity-limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--triple-limit", type=click.IntRange(1, 10000), default=30, show_default=True)
+@click.option("-s", "--max-subgraph-size", type=click.IntRange(1, 100000), default=150, show_default=True)
+@click.option("-p", "--max-path-length", type=click.IntRange(1, 5), default=2, show_default=True)
+@click.option("--edge-limit", type=click.IntRange(1, 1000), default=25, show_default=True)
+@connection_options
+@run_async
+async def graph_rag(question, explainable, no_streaming, entity_limit, triple_limit, max_subgraph_size,
+                    max_path_length, edge_limit, user, collection, pulsar_url, home, timeout):
+    """Ask the knowledge graph; with -x, show why: explored edges, selected edges with reasons, sources."""
+    from trustgraph_base.schema import GraphRagQuery
+
+    from .connection import Connection
+
+    check_names(user, collection)
+    quiet_logging()
+    async with Connection(pulsar_url, home, QUERY_NEEDS + ("graph-rag",), timeout) as conn:
+        printer = ExplainPrinter(conn, user, collection)
+        req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
+                            triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
+                            max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming)
+        await _stream_rag(conn, "graph-rag", req, printer, explainable)
+
+
+async def _stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool) -> None:
+    client = await conn.client(service)
+    wrote_answer = False
+    question_uri = ""
+    async for msg in client.stream(req):
+        if msg.error is not None:
+            if wrote_answer:
+                out()
+            raise CliError(f"{service}: {msg.error.message}", EXIT_FAILED)
+        if msg.message_type == "explain":
+            if not question_uri:
+                question_uri = msg.explain_id
+            if explainable:
+                await printer.event(msg.explain_id, msg.explain_triples, getattr(msg, "edge_sources", ()))
+        elif msg.response:
+            if explainable and question_uri:
+                printer.announce_synthesis(_synthesis_uri(question_uri))
+            out(msg.response, nl=False)
+            wrote_answer = True
+    if wrote_answer:
+        out()
+
+
+def _synthesis_uri(question_uri: str) -> str:
+    from trustgraph_base.provenance import uris
+
+    session = question_uri.rsplit(":", 1)[-1].split("/")[0]
+    if question_uri.startswith("urn:trustgraph:docrag:"):
+        return uris.docrag_synthesis_uri(session)
+    return uris.synthesis_uri(session)
+
+
+@click.command("tg-invoke-document-rag")
+@click.option("-q", "--query", "question", required=True, help="the question")
+@click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
+@click.option("--no-streaming", is_flag=True)
+@click.option("-d", "--doc-limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@connection_options
+@run_async
+async def document_rag(question, explainable, no_streaming, doc_limit, user, collection, pulsar_url, home, timeout):
+    """Ask the documents; with -x, show which chunks (and pages, documents) the answer used."""
+    from trustgraph_base.schema import DocumentRagQuery
+
+    from .connection import Connection
+
+    check_names(user, collection)
+    quiet_logging()
+    async with Connection(pulsar_url, home, QUERY_NEEDS + ("document-rag",), timeout) as conn:
+        printer = ExplainPrinter(conn, user, collection)
+        req = DocumentRagQuery(query=question, user=user, collection=collection, doc_limit=doc_limit,
+                               streaming=not no_streaming)
+        await _stream_rag(conn, "document-rag", req, printer, explainable)
+
+
+@click.command("tg-invoke-agent")
+@click.option("-q", "--query", "question", required=True, help="the question")
+@click.option("-x", "--explainable", is_flag=True, help="print each Analysis as it happens")
+@click.option("-v", "--verbose", is_flag=True, help="show thoughts and observations")
+@click.option("--session-id", default=None, help="record the trace under this id (default: a new uuid)")
+@click.option("--no-trace", is_flag=True, help="do not record provenance (sends no session id)")
+@click.option("-g", "--group", multiple=True, help="restrict the tools to these names (repeatable)")
+@click.option("--max-iterations", type=click.IntRange(1, 50), default=None)
+@connection_options
+@run_async
+async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, user, collection,
+                pulsar_url, home, timeout):
+    """Ask the ReAct agent; its trace (and linked GraphRAG/DocRAG sub-traces) is recorded by default."""
+    from trustgraph_base.provenance.uris import check_session_id
+    from trustgraph_base.schema import AgentRequest
+
+    from .connection import Connection
+
+    check_names(user, collection)
+    sid = "" if no_trace else (session_id or str(uuid.uuid4()))
+    if sid:
+        try:
+            check_session_id(sid)
+        except ValueError as e:
+            raise CliError(str(e), 2) from None
+    quiet_logging()
+    needs = QUERY_NEEDS + ("graph-rag", "document-rag", "agent-manager-react")
+    async with Connection(pulsar_url, home, needs, timeout) as conn:
+        printer = ExplainPrinter(conn, user, collection, verbose)
+        client = await conn.client("agent")
+        req = AgentRequest(question=question, user=user, collection=collection, session_id=sid,
+                           group=list(group), max_iterations=max_iterations or 0)
+        answer_written = False
+        async for msg in client.stream(req):
+            if msg.message_type == "error" or msg.error is not None:
+                raise CliError(f"agent: {msg.error.message if msg.error else msg.content}", EXIT_FAILED)
+            if msg.message_type == "explain":
+                if explainable:
+                    await printer.event(msg.explain_id, msg.explain_triples)
+            elif msg.message_type in ("thought", "observation") and verbose:
+                prefix = "Thought" if msg.message_type == "thought" else "Observation"
+                click.echo(f"{prefix}: {_short(msg.content, 2000)}", err=not explainable)
+            elif msg.message_type == "answer" and msg.content:
+                out(msg.content)
+                answer_written = True
+        if not answer_written:
+            raise CliError("the agent finished without an answer", EXIT_FAILED)

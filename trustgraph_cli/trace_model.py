@@ -1,0 +1,223 @@
+"""A trace as data: from its triples to a structured, stable JSON form (and readable text).
+
+:func:`build_trace` detects the kind of trace from the Question's type (GraphRAG, DocumentRAG,
+agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain-trace
+--format json``:
+
+- common: ``type`` (``graphrag`` | ``docrag`` | ``agent``), ``uri``, ``question``, ``time``,
+  ``parent`` (the Analysis a sub-trace was asked from, or null), ``error`` (``{uri, stage,
+  message}`` or null).
+- graphrag: ``exploration {uri, edge_count, seed_entities[{uri, label}]}``, ``focus {uri,
+  dropped, selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, sources[[{uri,
+  type, label}]]}]}``, ``synthesis {uri, document, answer, model}``.
+- docrag: ``exploration {uri, chunk_count, chunks[{uri, label, chain[{uri, type, label}]}]}``,
+  ``synthesis {uri, document, answer, model}``.
+- agent: ``analyses[{uri, thought, action, arguments, observation, tool_error, sub_traces[...]}]``,
+  ``conclusion {uri, answer, termination_reason}``.
+Terms in ``edge`` are ``{"type": "iri"|"literal"|"triple"|"blank", "value", "datatype"?,
+"language"?}``.  Missing stages are null, never invented.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
+
+__all__ = ["TraceIndex", "build_trace", "trace_type", "term_json", "QUESTION_TYPES"]
+
+QUESTION_TYPES = {ns.TG_GRAPH_RAG_QUESTION: "graphrag", ns.TG_DOC_RAG_QUESTION: "docrag",
+                  ns.TG_AGENT_QUESTION: "agent"}
+TYPE_NAMES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
+
+
+def term_json(term: Term) -> dict:
+    kind = {IRI: "iri", LITERAL: "literal", BLANK: "blank", TRIPLE: "triple"}[term.type]
+    if term.type == TRIPLE:
+        t = term.triple
+        return {"type": kind, "value": serialize_term(term),
+                "triple": {"s": term_json(t.s), "p": term_json(t.p), "o": term_json(t.o)}}
+    out = {"type": kind, "value": term.value}
+    if term.datatype:
+        out["datatype"] = term.datatype
+    if term.language:
+        out["language"] = term.language
+    return out
+
+
+class TraceIndex:
+    """Subject → predicate → objects over a set of triples, plus the reverse derivation links."""
+
+    def __init__(self, triples: Iterable[Triple]):
+        self.props: dict[str, dict[str, list[Term]]] = defaultdict(lambda: defaultdict(list))
+        self.children: dict[str, list[tuple[str, str]]] = defaultdict(list)  # object -> [(predicate, subject)]
+        self.triples = list(triples)
+        for t in self.triples:
+            if t.s.type != IRI:
+                continue
+            self.props[t.s.value][t.p.value].append(t.o)
+            if t.o.type == IRI and t.p.value in (ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY):
+                self.children[t.o.value].append((t.p.value, t.s.value))
+
+    def one(self, s: str, p: str) -> Term | None:
+        values = self.props.get(s, {}).get(p)
+        return values[0] if values else None
+
+    def text(self, s: str, p: str) -> str | None:
+        v = self.one(s, p)
+        return v.value if v is not None and v.type != TRIPLE else None
+
+    def types(self, s: str) -> set[str]:
+        return {o.value for o in self.props.get(s, {}).get(ns.RDF_TYPE, [])}
+
+    def derived(self, parent: str, of_type: str | None = None) -> list[str]:
+        out = [s for _p, s in self.children.get(parent, [])]
+        if of_type:
+            out = [s for s in out if of_type in self.types(s)]
+        return sorted(dict.fromkeys(out), key=_natural)
+
+    def integer(self, s: str, p: str) -> int | None:
+        v = self.text(s, p)
+        try:
+            return int(v) if v is not None else None
+        except ValueError:
+            return None
+
+
+def _natural(uri: str) -> tuple:
+    """Sort ``.../i2`` before ``.../i10`` and ``...:edge:...:2`` before ``:10``."""
+    import re
+
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", uri))
+
+
+def trace_type(index: TraceIndex, uri: str) -> str | None:
+    for t in index.types(uri):
+        if t in QUESTION_TYPES:
+            return QUESTION_TYPES[t]
+    return None
+
+
+def _error(index: TraceIndex, stages: list[str]) -> dict | None:
+    for st in stages:
+        for e in index.derived(st, ns.TG_ERROR):
+            return {"uri": e, "stage": index.text(e, ns.TG_STAGE), "message": index.text(e, ns.TG_ERROR_MESSAGE)}
+    return None
+
+
+def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str] | None = None,
+                answers: Mapping[str, str] | None = None, chains: Mapping[str, list] | None = None) -> dict:
+    """The structured trace rooted at Question ``uri``.
+
+    :param labels: IRI → ``rdfs:label`` for knowledge-graph terms (edge labels).
+    :param answers: librarian document id → answer text.
+    :param chains: canonical edge/chunk key → list of chains (lists of ``{uri, type, label}``).
+    """
+    index = triples if isinstance(triples, TraceIndex) else TraceIndex(triples)
+    labels, answers, chains = labels or {}, answers or {}, chains or {}
+    kind = trace_type(index, uri)
+    if kind is None:
+        raise LookupError(f"{uri} is not a stored Question (no GraphRAG, DocRAG or agent question type)")
+    parent = index.one(uri, ns.PROV_WAS_DERIVED_FROM)
+    out: dict[str, Any] = {
+        "type": kind, "uri": uri, "question": index.text(uri, ns.TG_QUERY),
+        "time": index.text(uri, ns.PROV_STARTED_AT_TIME), "parent": parent.value if parent else None,
+    }
+    if kind == "graphrag":
+        out.update(_graphrag(index, uri, labels, answers, chains))
+    elif kind == "docrag":
+        out.update(_docrag(index, uri, answers, chains))
+    else:
+        out.update(_agent(index, uri, labels, answers, chains))
+    return out
+
+
+def _label(term: Term, labels: Mapping[str, str]) -> str:
+    from trustgraph_flow.retrieval.graph_rag.labels import term_label
+
+    return term_label(term, labels)
+
+
+def _synthesis(index: TraceIndex, syn: str, answers: Mapping[str, str]) -> dict:
+    doc = index.text(syn, ns.TG_DOCUMENT)
+    answer = index.text(syn, ns.TG_CONTENT)
+    if answer is None and doc:
+        answer = answers.get(doc)
+    return {"uri": syn, "document": doc, "answer": answer, "model": index.text(syn, ns.TG_LLM_MODEL)}
+
+
+def _graphrag(index: TraceIndex, q: str, labels, answers, chains) -> dict:
+    exp = next(iter(index.derived(q, ns.TG_EXPLORATION)), None)
+    focus = next(iter(index.derived(exp, ns.TG_FOCUS)), None) if exp else None
+    syn = next(iter(index.derived(focus, ns.TG_SYNTHESIS)), None) if focus else None
+    out: dict[str, Any] = {"exploration": None, "focus": None, "synthesis": None}
+    if exp:
+        seeds = index.props.get(exp, {}).get(ns.TG_ENTITY, [])
+        out["exploration"] = {"uri": exp, "edge_count": index.integer(exp, ns.TG_EDGE_COUNT),
+                              "seed_entities": [{"uri": s.value, "label": _label(s, labels)} for s in seeds]}
+    if focus:
+        selected = []
+        sels = [o.value for o in index.props.get(focus, {}).get(ns.TG_SELECTED_EDGE, []) if o.type == IRI]
+        for sel in sorted(sels, key=_natural):
+            edge = index.one(sel, ns.TG_EDGE)
+            item: dict[str, Any] = {"uri": sel, "edge": None, "labels": None,
+                                    "reasoning": index.text(sel, ns.TG_REASONING) or "", "sources": []}
+            if edge is not None and edge.type == TRIPLE:
+                t = edge.triple
+                item["edge"] = {"s": term_json(t.s), "p": term_json(t.p), "o": term_json(t.o)}
+                item["labels"] = {"s": _label(t.s, labels), "p": _label(t.p, labels), "o": _label(t.o, labels)}
+                item["sources"] = chains.get(serialize_term(edge), [])
+            selected.append(item)
+        out["focus"] = {"uri": focus, "dropped": index.integer(focus, ns.TG_DROPPED_COUNT) or 0,
+                        "selected_edges": selected}
+    if syn:
+        out["synthesis"] = _synthesis(index, syn, answers)
+    out["error"] = _error(index, [s for s in (focus, exp, q) if s])
+    return out
+
+
+def _docrag(index: TraceIndex, q: str, answers, chains) -> dict:
+    exp = next(iter(index.derived(q, ns.TG_EXPLORATION)), None)
+    syn = next(iter(index.derived(exp, ns.TG_SYNTHESIS)), None) if exp else None
+    out: dict[str, Any] = {"exploration": None, "synthesis": None}
+    if exp:
+        chunks = [o.value for o in index.props.get(exp, {}).get(ns.TG_SELECTED_CHUNK, []) if o.type == IRI]
+        out["exploration"] = {
+            "uri": exp, "chunk_count": index.integer(exp, ns.TG_CHUNK_COUNT),
+            "chunks": [{"uri": c, "chain": (chains.get(c) or [[]])[0]} for c in chunks]}
+    if syn:
+        out["synthesis"] = _synthesis(index, syn, answers)
+    out["error"] = _error(index, [s for s in (exp, q) if s])
+    return out
+
+
+def _agent(index: TraceIndex, q: str, labels, answers, chains) -> dict:
+    analyses, conclusion, node, seen = [], None, q, set()
+    while node and node not in seen:
+        seen.add(node)
+        nxt = None
+        for child in index.derived(node):
+            types = index.types(child)
+            if ns.TG_ANALYSIS in types:
+                args = index.text(child, ns.TG_ARGUMENTS)
+                try:
+                    parsed = json.loads(args) if args else {}
+                except ValueError:
+                    parsed = args
+                subs = [build_trace(index, s, labels=labels, answers=answers, chains=chains)
+                        for s in index.derived(child) if trace_type(index, s)]
+                analyses.append({"uri": child, "thought": index.text(child, ns.TG_THOUGHT),
+                                 "action": index.text(child, ns.TG_ACTION), "arguments": parsed,
+                                 "observation": index.text(child, ns.TG_OBSERVATION),
+                                 "tool_error": index.text(child, ns.TG_TOOL_ERROR), "sub_traces": subs})
+                nxt = child
+            elif ns.TG_CONCLUSION in types:
+                conclusion = {"uri": child, "answer": index.text(child, ns.TG_ANSWER),
+                              "termination_reason": index.text(child, ns.TG_TERMINATION_REASON)}
+        node = nxt
+    return {"analyses": analyses, "conclusion": conclusion,
+            "error": _error(index, [a["uri"] for a in reversed(analyses)] + [q])}

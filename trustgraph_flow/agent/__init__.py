@@ -1,0 +1,1 @@
+"""Agents: the ReAct agent service and its pure parts."""

@@ -1,0 +1,363 @@
+"""Chat completion against any OpenAI-compatible endpoint, with our own retry policy.
+
+The openai client's built-in retries are switched off so that every failure goes through
+one place: 408/409/429/5xx and connection errors are retried with exponential backoff and
+jitter (honouring ``Retry-After``) up to ``max_retries`` times, everything else fails at
+once, and whatever escapes is an :class:`LlmError` that names the endpoint (base URL and
+model) and the cause. ``timeout`` is the deadline of one whole call, retries included, so
+a caller knows the worst case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "gpt-4o-mini"
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished completion: the text, token usage (0 when the endpoint gives none) and model name."""
+
+    text: str
+    in_token: int
+    out_token: int
+    model: str
+
+
+@dataclass(frozen=True)
+class CompletionChunk:
+    """One piece of a streamed completion; the last one has ``end_of_stream`` and the usage."""
+
+    text: str
+    end_of_stream: bool = False
+    in_token: int | None = None
+    out_token: int | None = None
+    model: str | None = None
+
+
+class LlmError(Exception):
+    """A completion call failed; ``retryable`` says whether trying again later may help."""
+
+    def __init__(self, endpoint: str, reason: str, retryable: bool, status: int | None = None) -> None:
+        """Build the error.
+
+        :param endpoint: base URL and model, e.g. ``http://127.0.0.1:8000/v1 (model extractive)``.
+        :param reason: what went wrong, e.g. ``HTTP 500 server error: boom (after 4 attempts)``.
+        :param retryable: True for rate limits, server errors, connection errors and timeouts.
+        :param status: HTTP status when there was one.
+        """
+        super().__init__(f"LLM endpoint {endpoint} failed: {reason}")
+        self.endpoint = endpoint
+        self.reason = reason
+        self.retryable = retryable
+        self.status = status
+
+
+class OpenAICompletion:
+    """Async text completion client for an OpenAI-compatible ``/v1/chat/completions`` endpoint."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 2048,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 10.0,
+        stream_usage: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        """Configure the endpoint; unset arguments come from the environment.
+
+        :param base_url: endpoint base URL, e.g. ``http://127.0.0.1:8000/v1`` (``OPENAI_BASE_URL``).
+        :param api_key: API key (``OPENAI_API_KEY``); keyless local servers get a placeholder.
+        :param model: model name (``OPENAI_MODEL``, default gpt-4o-mini).
+        :param temperature: default sampling temperature, 0..2.
+        :param max_tokens: default completion length limit.
+        :param timeout: seconds allowed for one whole call including retries (for streams: to
+            open the stream, then between two chunks).
+        :param max_retries: retries after the first attempt on retryable failures.
+        :param backoff_initial: first backoff delay in seconds; doubles each retry.
+        :param backoff_max: ceiling of one backoff delay (and of a honoured Retry-After).
+        :param stream_usage: ask for a usage chunk when streaming (``stream_options.include_usage``).
+        :param seed: seed of the jitter generator (tests); None = random.
+        """
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if self.base_url is None and self.api_key is None:
+            raise ValueError(
+                "no LLM endpoint configured: pass base_url/api_key or set OPENAI_BASE_URL / OPENAI_API_KEY"
+            )
+        self.model = model or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL
+        if not 0.0 <= temperature <= 2.0:
+            raise ValueError(f"temperature must be within 0..2, got {temperature}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.stream_usage = stream_usage
+        self._random = random.Random(seed)
+        self._clients: dict[int, Any] = {}
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def model_id(self) -> str:
+        """The configured model name (the endpoint may report a more specific one)."""
+        return self.model
+
+    @property
+    def endpoint(self) -> str:
+        """Base URL and model, as named in every error."""
+        return f"{self.base_url or 'default OpenAI endpoint'} (model {self.model})"
+
+    def _client(self) -> Any:
+        """One AsyncOpenAI per event loop (its connection pool is bound to the loop)."""
+        loop_key = id(asyncio.get_running_loop())
+        client = self._clients.get(loop_key)
+        if client is None:
+            import openai
+
+            client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self.api_key or "unused",
+                max_retries=0,
+                timeout=self.timeout,
+            )
+            self._clients = {loop_key: client}
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of this loop's client."""
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            try:
+                await client.close()
+            except Exception:  # pragma: no cover - closing a client of a dead loop
+                pass
+
+    async def __aenter__(self) -> "OpenAICompletion":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _request(self, system: str, prompt: str, temperature: float | None, max_tokens: int | None) -> dict:
+        messages = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": prompt})
+        temperature = self.temperature if temperature is None else temperature
+        if not 0.0 <= temperature <= 2.0:
+            raise ValueError(f"temperature must be within 0..2, got {temperature}")
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        return {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+
+    def _classify(self, exc: BaseException) -> LlmError:
+        """Turn any failure of one attempt into an LlmError with a precise reason."""
+        import openai
+
+        if isinstance(exc, LlmError):
+            return exc
+        if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
+            return LlmError(self.endpoint, f"timed out after {self.timeout:g}s", retryable=True)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            retryable = status in RETRYABLE_STATUS or status >= 500
+            kind = "rate limited" if status == 429 else ("server error" if status >= 500 else "request rejected")
+            return LlmError(self.endpoint, f"HTTP {status} {kind}: {exc.message}", retryable, status)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+            return LlmError(self.endpoint, f"connection error: {detail}", retryable=True)
+        if isinstance(exc, openai.OpenAIError):
+            return LlmError(self.endpoint, f"{type(exc).__name__}: {exc}", retryable=False)
+        return LlmError(self.endpoint, f"malformed response: {type(exc).__name__}: {exc}", retryable=False)
+
+    def backoff_delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``attempt + 1``.
+
+        A server's ``Retry-After`` wins (capped at ``backoff_max``); otherwise the delay is
+        exponential, ``backoff_initial * 2**attempt`` capped at ``backoff_max``, with equal
+        jitter (uniform in its upper half) so that clients do not retry in lockstep.
+
+        :param attempt: 0 for the first retry.
+        :param retry_after: the server's Retry-After in seconds, if any.
+        """
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.backoff_max)
+        ceiling = min(self.backoff_max, self.backoff_initial * (2 ** attempt))
+        return ceiling / 2 + self._random.uniform(0, ceiling / 2)
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        retry_after = None
+        if headers is not None:
+            try:
+                retry_after = float(headers.get("retry-after", ""))
+            except ValueError:
+                retry_after = None
+        return self.backoff_delay(attempt, retry_after)
+
+    async def _with_retries(self, call: Any, deadline: float, what: str) -> Any:
+        """Run ``call(remaining_seconds)`` until it succeeds, fails for good, or the deadline passes."""
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise LlmError(self.endpoint, f"timed out after {self.timeout:g}s", retryable=True)
+            try:
+                async with asyncio.timeout(remaining):
+                    return await call(remaining)
+            except (Exception, asyncio.TimeoutError) as exc:
+                error = self._classify(exc)
+                attempts = attempt + 1
+                out_of_time = loop.time() >= deadline
+                if not error.retryable or attempt >= self.max_retries or out_of_time:
+                    if attempts > 1:
+                        error = LlmError(
+                            error.endpoint, f"{error.reason} (after {attempts} attempts)",
+                            error.retryable, error.status,
+                        )
+                    raise error from exc
+                delay = self._backoff(attempt, exc)
+                if loop.time() + delay >= deadline:
+                    raise LlmError(
+                        self.endpoint,
+                        f"{error.reason} (after {attempts} attempts; no time left to retry within {self.timeout:g}s)",
+                        error.retryable, error.status,
+                    ) from exc
+                log.warning(
+                    "%s to %s: attempt %d failed (%s); retrying in %.2fs",
+                    what, self.endpoint, attempts, error.reason, delay,
+                )
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    # ------------------------------------------------------------------- API
+    async def complete(
+        self, system: str, prompt: str, *, temperature: float | None = None, max_tokens: int | None = None
+    ) -> Completion:
+        """Run one chat completion and return its text, usage and model.
+
+        :param system: system message ("" for none).
+        :param prompt: user message.
+        :param temperature: override of the default temperature.
+        :param max_tokens: override of the default completion length limit.
+        :raises LlmError: the endpoint failed for good, or the deadline passed.
+        """
+        request = self._request(system, prompt, temperature, max_tokens)
+        client = self._client()
+        deadline = asyncio.get_running_loop().time() + self.timeout
+
+        async def attempt(remaining: float) -> Completion:
+            response = await client.chat.completions.create(**request, timeout=remaining)
+            return self._to_completion(response)
+
+        return await self._with_retries(attempt, deadline, "completion")
+
+    def _to_completion(self, response: Any) -> Completion:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise LlmError(self.endpoint, "malformed response: no choices", retryable=False)
+        text = choices[0].message.content or ""
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=text,
+            in_token=int(getattr(usage, "prompt_tokens", 0) or 0),
+            out_token=int(getattr(usage, "completion_tokens", 0) or 0),
+            model=getattr(response, "model", None) or self.model,
+        )
+
+    async def stream(
+        self, system: str, prompt: str, *, temperature: float | None = None, max_tokens: int | None = None
+    ) -> AsyncIterator[CompletionChunk]:
+        """Stream a chat completion: text pieces, then a final chunk with usage and model.
+
+        Opening the stream is retried like :meth:`complete`; once text has been yielded a
+        failure is raised as LlmError (never retried, the caller already has part of the text).
+
+        :param system: system message ("" for none).
+        :param prompt: user message.
+        :param temperature: override of the default temperature.
+        :param max_tokens: override of the default completion length limit.
+        :raises LlmError: the endpoint failed, or no chunk arrived within ``timeout`` seconds.
+        """
+        request = self._request(system, prompt, temperature, max_tokens)
+        client = self._client()
+        loop = asyncio.get_running_loop()
+        include_usage = self.stream_usage
+
+        async def attempt(remaining: float) -> Any:
+            nonlocal include_usage
+            extra = {"stream_options": {"include_usage": True}} if include_usage else {}
+            try:
+                return await client.chat.completions.create(**request, stream=True, timeout=remaining, **extra)
+            except Exception as exc:
+                import openai
+
+                # Some servers reject stream_options: try once more without it.
+                if include_usage and isinstance(exc, openai.BadRequestError) and "stream_options" in str(exc):
+                    include_usage = False
+                    return await client.chat.completions.create(**request, stream=True, timeout=remaining)
+                raise
+
+        response_stream = await self._with_retries(attempt, loop.time() + self.timeout, "streaming completion")
+        in_token = out_token = None
+        model = None
+        iterator = response_stream.__aiter__()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self.timeout):
+                        chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except (Exception, asyncio.TimeoutError) as exc:
+                    error = self._classify(exc)
+                    if isinstance(exc, asyncio.TimeoutError):
+                        error = LlmError(
+                            self.endpoint, f"stream stalled: no chunk within {self.timeout:g}s", retryable=True
+                        )
+                    raise error from exc
+                model = getattr(chunk, "model", None) or model
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    in_token = int(getattr(usage, "prompt_tokens", 0) or 0)
+                    out_token = int(getattr(usage, "completion_tokens", 0) or 0)
+                for choice in getattr(chunk, "choices", None) or []:
+                    piece = getattr(choice.delta, "content", None) if choice.delta else None
+                    if piece:
+                        yield CompletionChunk(text=piece)
+        finally:
+            try:
+                await response_stream.close()
+            except Exception:  # pragma: no cover - best effort when the connection already broke
+                pass
+        yield CompletionChunk(
+            text="", end_of_stream=True, in_token=in_token, out_token=out_token, model=model or self.model
+        )
