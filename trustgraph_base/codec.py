@@ -80,7 +80,9 @@ def _check_int(v: Any) -> int:
 def _check_float(v: Any) -> float:
     t = type(v)
     if t is float:
-        return v
+        if v - v == 0.0:  # finite; JSON has no NaN/Infinity (orjson would write null)
+            return v
+        raise CodecError(f"expected a finite float, got {v!r}")
     if t is int:
         return float(v)
     raise CodecError(f"expected float, got {_type_name(v)}")
@@ -353,6 +355,8 @@ def encode(obj: Any) -> bytes:
         return orjson.dumps(to_json(obj))
     except orjson.JSONEncodeError as e:  # e.g. unpaired surrogates in text, or too deep
         raise CodecError(f"cannot encode {type(obj).__name__}: {e}") from None
+    except RecursionError:
+        raise CodecError(f"{type(obj).__name__} nested too deeply to encode") from None
 
 
 def decode(cls: type[T], data: bytes | str) -> T:

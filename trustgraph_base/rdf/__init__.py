@@ -4,6 +4,7 @@ from .terms import (
     MAX_TRIPLE_DEPTH, TermError, get_term_value, parse_term, parse_triple,
     serialize_term, serialize_triple, validate_iri, validate_term, validate_triple,
 )
+from .validation import validate_trace  # SHACL check of a whole trace (loads pyshacl on first use)
 
 __all__ = [
     "MAX_TRIPLE_DEPTH", "TermError", "get_term_value", "parse_term", "parse_triple",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from pyoxigraph import Literal as _Literal, NamedNode as _NamedNode
+
 from ..schema.primitives import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 
 __all__ = [
@@ -43,20 +45,50 @@ _BLANK_ID = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.\-]*[A-Za-z0-9_\-])?\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# IRIs seen valid recently: builders re-check the same predicates, classes and stage URIs
+# hundreds of times per trace, so a small set makes validation nearly free (cleared when full).
+_VALID_IRIS: set[str] = set()
+_VALID_IRIS_MAX = 65536
+
+
 def validate_iri(value: str) -> str:
-    """Return ``value`` if it is an absolute IRI usable in N-Triples, else raise :class:`TermError`."""
+    """Return ``value`` if it is an absolute IRI (RFC 3987) usable in N-Triples, else raise :class:`TermError`.
+
+    pyoxigraph's parser decides (so whatever passes can be exported); our own checks only
+    explain the common failures in plainer words.
+    """
+    if type(value) is str and value in _VALID_IRIS:
+        return value
     if type(value) is not str or not value:
         raise TermError("IRI is empty")
     if len(value) > MAX_IRI_LENGTH:
         raise TermError(f"IRI longer than {MAX_IRI_LENGTH} characters")
-    bad = _IRI_BAD.search(value)
-    if bad:
-        raise TermError(f"IRI {value[:80]!r} contains forbidden character {bad.group()!r}")
-    if _SURROGATE.search(value):
-        raise TermError(f"IRI {value[:80]!r} contains an unpaired surrogate")
-    if not _IRI_SCHEME.match(value):
-        raise TermError(f"IRI {value[:80]!r} has no scheme (expected e.g. 'urn:' or 'http:')")
+    try:
+        _NamedNode(value)
+    except ValueError as e:  # includes UnicodeEncodeError for unpaired surrogates
+        bad = _IRI_BAD.search(value)
+        if bad:
+            raise TermError(f"IRI {value[:80]!r} contains forbidden character {bad.group()!r}") from None
+        if _SURROGATE.search(value):
+            raise TermError(f"IRI {value[:80]!r} contains an unpaired surrogate") from None
+        if not _IRI_SCHEME.match(value):
+            raise TermError(f"IRI {value[:80]!r} has no scheme (expected e.g. 'urn:' or 'http:')") from None
+        raise TermError(f"IRI {value[:80]!r} is not a valid IRI: {e}") from None
+    if len(_VALID_IRIS) >= _VALID_IRIS_MAX:
+        _VALID_IRIS.clear()
+    _VALID_IRIS.add(value)
     return value
+
+
+def _valid_language(tag: str) -> bool:
+    """BCP 47 well-formedness, as pyoxigraph checks it (``en-a`` and ``a`` are not tags)."""
+    if not _LANG.match(tag):
+        return False
+    try:
+        _Literal("", language=tag)
+    except ValueError:
+        return False
+    return True
 
 
 def validate_term(term: Term | None, depth: int = 0) -> Term:
@@ -75,7 +107,7 @@ def validate_term(term: Term | None, depth: int = 0) -> Term:
         if _SURROGATE.search(v):
             raise TermError("literal contains an unpaired surrogate")
         if term.language:
-            if not _LANG.match(term.language):
+            if not _valid_language(term.language):
                 raise TermError(f"invalid language tag {term.language!r}")
             if term.datatype and term.datatype != RDF_LANG_STRING:
                 raise TermError("a literal cannot have both a language tag and a datatype")

@@ -10,7 +10,8 @@ sentence end, else between words, and only as a last resort inside a word.  Unli
 split-then-merge splitter, the chunk positions are computed directly on the original text,
 so no offset is ever recovered by searching for the chunk's text.  The next chunk starts
 inside the previous one, at most ``chunk_overlap`` characters before its end, at the best
-boundary in that window (sentence before word), so overlaps are whole sentences or words.
+boundary in that window (sentence before word), so overlaps are whole sentences or words (a start is only taken if the next chunk can still
+end between words).
 Leading and trailing whitespace is trimmed from every chunk; whitespace-only text yields
 no chunks.
 """
@@ -88,13 +89,16 @@ def chunk_text(text: str, chunk_size: int = DEFAULT_CHUNK_SIZE,
         if end >= length:
             break
         previous_end = end
-        start = _skip_space(text, _choose_next_start(boundaries, start, end, chunk_overlap, cut_inside_word))
+        start = _skip_space(text, _choose_next_start(boundaries, start, end, chunk_overlap, chunk_size, length,
+                                                     cut_inside_word))
     return chunks
 
 
 def _boundaries(text: str) -> list[list[int]]:
     """Sorted boundary positions per kind (strongest kind first)."""
-    return [[m.end() for m in pattern.finditer(text) if 0 < m.end() < len(text)] for pattern in _BOUNDARY_PATTERNS]
+    length = len(text)
+    return [[end for end in (m.end() for m in pattern.finditer(text)) if 0 < end < length]
+            for pattern in _BOUNDARY_PATTERNS]
 
 
 def _skip_space(text: str, position: int) -> int:
@@ -107,14 +111,6 @@ def _last_in(positions: list[int], low: int, high: int) -> int | None:
     i = bisect.bisect_right(positions, high)
     if i and positions[i - 1] > low:
         return positions[i - 1]
-    return None
-
-
-def _first_in(positions: list[int], low: int, high: int) -> int | None:
-    """The smallest position with ``low <= p < high``, if any."""
-    i = bisect.bisect_left(positions, low)
-    if i < len(positions) and positions[i] < high:
-        return positions[i]
     return None
 
 
@@ -134,18 +130,23 @@ def _choose_end(boundaries: list[list[int]], start: int, size: int, length: int,
     return max(limit, previous_end + 1), True
 
 
-def _choose_next_start(boundaries: list[list[int]], start: int, end: int, overlap: int,
-                       cut_inside_word: bool) -> int:
+def _choose_next_start(boundaries: list[list[int]], start: int, end: int, overlap: int, size: int,
+                       length: int, cut_inside_word: bool) -> int:
     """Where the next chunk starts: the earliest strong boundary within the overlap window.
 
-    Without a boundary in the window, a chunk cut inside a word overlaps by characters; one
-    that ended between words is not overlapped (so no word is ever cut for the overlap).
+    A start is only taken if the next chunk can still end at a boundary after ``end`` (so
+    the overlap never forces a word to be cut).  Without such a boundary, a chunk that was
+    cut inside a word overlaps by characters; one that ended between words is not overlapped.
     """
     if overlap == 0:
         return end
     low = max(start + 1, end - overlap)
+    every_break = boundaries[-1]       # word breaks include every stronger boundary
     for positions in boundaries:
-        found = _first_in(positions, low, end)
-        if found is not None:
-            return found
+        i = bisect.bisect_left(positions, low)
+        while i < len(positions) and positions[i] < end:
+            candidate = positions[i]
+            if candidate + size >= length or _last_in(every_break, end, candidate + size) is not None:
+                return candidate
+            i += 1
     return low if cut_inside_word else end

@@ -134,7 +134,7 @@ def detect_kind(filename: str, content: bytes) -> str:
     :raises UnknownKind: when the type is unsupported or cannot be told.
     """
     head = content[:1024]
-    if b"%PDF-" in head[:1024] and head.lstrip().startswith(b"%PDF-"):
+    if head.lstrip()[:5] == b"%PDF-":
         return APPLICATION_PDF
     for magic, what in _FOREIGN_MAGIC:
         if head.startswith(magic):

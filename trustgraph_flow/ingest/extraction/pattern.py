@@ -25,8 +25,15 @@ its rules can parse, preferring precision over recall:
   "Rutherford's student Frederick Soddy ..." gives "student of";
 - **definitions**: "<Entity> is/was a/an/the <noun phrase>." gives a definition.
 
-Single-word names are resolved to the one full name in the same text that starts or ends
-with them ("Rutherford" → "Ernest Rutherford") when that is unambiguous.
+Single-word names are resolved to the full personal name in the same text that starts or
+ends with them ("Rutherford" → "Ernest Rutherford") when that is unambiguous (or that name
+is at least three times as frequent as the others).  He/she/his/her only ever point to a
+name that looks like a person's (never "Le Croisic" or "Warsaw").  Verbs that report a
+that-clause ("showed", "proposed") need a direct object.  A sentence-initial word that the
+text also uses in lower case is a common noun ("Polonium is ..." → "polonium").
+
+Known limits: no gender agreement for pronouns, no coreference beyond the rules above,
+only English, and present-tense verbs outside a built-in list are not recognised.
 """
 
 from __future__ import annotations
@@ -186,11 +193,6 @@ class _Item:
     @property
     def is_argument(self) -> bool:
         return self.kind in ("name", "date", "num") and not self.modifier
-
-
-@dataclass(slots=True)
-class _Subject:
-    label: str
 
 
 @dataclass(slots=True)

@@ -1,0 +1,237 @@
+"""Decoding documents into pages: the three supported kinds and every kind of bad input."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pypdf
+import pytest
+from fpdf import FPDF
+
+from trustgraph_flow.ingest import decoding
+from trustgraph_flow.ingest.decoding import (
+    DEFAULT_MAX, BinaryContent, BrokenPdf, DecodedPage, DecodeError, DocumentTooLarge, EmptyDocument,
+    EncryptedPdf, InvalidEncoding, UnknownKind, decode_document, detect_kind, normalize_kind,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def make_pdf(page_texts: list[str]) -> bytes:
+    """A real PDF with one page per entry ("" gives a blank page)."""
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    for text in page_texts:
+        pdf.add_page()
+        if text:
+            pdf.multi_cell(0, 8, text)
+    return bytes(pdf.output())
+
+
+def encrypt(pdf_bytes: bytes, user_password: str, owner_password: str | None = None) -> bytes:
+    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(pdf_bytes)))
+    writer.encrypt(user_password, owner_password=owner_password, algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- good input
+def test_plain_text_is_one_page_with_the_whole_text():
+    pages = decode_document("First line.\nSecond line, with ünïcode.\n".encode(), "text/plain", "a.txt")
+    assert pages == [DecodedPage(1, "First line.\nSecond line, with ünïcode.\n")]
+
+
+def test_markdown_is_kept_verbatim_with_headings_as_lines():
+    text = "# Title\n\nSome *emphasis* and a [link](http://example.org).\n\n## Section\n- item one\n"
+    pages = decode_document(text.encode(), "text/markdown")
+    assert len(pages) == 1
+    assert pages[0].text == text
+    assert "# Title" in pages[0].text.splitlines()
+
+
+def test_crlf_and_bom_are_normalised():
+    pages = decode_document(b"\xef\xbb\xbfline one\r\nline two\rline three", "text/plain")
+    assert pages[0].text == "line one\nline two\nline three"
+
+
+def test_kind_parameters_and_aliases_are_accepted():
+    assert normalize_kind("Text/Markdown; charset=utf-8") == "text/markdown"
+    assert normalize_kind("text/x-markdown") == "text/markdown"
+    assert normalize_kind("application/x-pdf") == "application/pdf"
+
+
+def test_pdf_gives_one_page_per_pdf_page_and_keeps_blank_pages():
+    pdf = make_pdf(["Polonium was discovered in 1898.", "", "Radium was announced in December 1898."])
+    pages = decode_document(pdf, "application/pdf", "elements.pdf")
+    assert [p.page_number for p in pages] == [1, 2, 3]
+    assert "Polonium was discovered in 1898." in pages[0].text
+    assert pages[1].text == ""
+    assert "Radium was announced in December 1898." in pages[2].text
+
+
+def test_pdf_encrypted_with_an_empty_user_password_is_readable():
+    pdf = encrypt(make_pdf(["Readable without a password."]), "", owner_password="owner-secret")
+    pages = decode_document(pdf, "application/pdf")
+    assert "Readable without a password." in pages[0].text
+
+
+def test_empty_kind_means_detect():
+    pdf = make_pdf(["Detected by magic bytes."])
+    assert "Detected by magic bytes." in decode_document(pdf, "", "upload.bin")[0].text
+    assert decode_document(b"# Heading\n", "", "notes.md")[0].text == "# Heading\n"
+
+
+def test_explicit_encoding_override_decodes_latin1():
+    content = "Marie Curie était à Paris.".encode("latin-1")
+    assert decode_document(content, "text/plain", encoding="latin-1")[0].text == "Marie Curie était à Paris."
+
+
+def test_utf16_with_explicit_encoding_is_not_taken_for_binary():
+    content = "Polonium and radium.".encode("utf-16")
+    assert decode_document(content, "text/plain", encoding="utf-16")[0].text == "Polonium and radium."
+
+
+# ---------------------------------------------------------------- detect_kind
+@pytest.mark.parametrize("filename, content, kind", [
+    ("notes.txt", b"hello", "text/plain"),
+    ("README.TEXT", b"hello", "text/plain"),
+    ("notes.md", b"# hi", "text/markdown"),
+    ("notes.markdown", b"# hi", "text/markdown"),
+    ("paper.pdf", b"%PDF-1.7 ...", "application/pdf"),
+    ("misnamed.txt", b"%PDF-1.4 ...", "application/pdf"),
+    ("README", b"plain words without an extension", "text/plain"),
+])
+def test_detect_kind(filename, content, kind):
+    assert detect_kind(filename, content) == kind
+
+
+@pytest.mark.parametrize("filename, content, words", [
+    ("report.docx", b"PK\x03\x04rest-of-zip", "ZIP archive"),
+    ("picture.png", b"\x89PNG\r\n\x1a\n....", "PNG image"),
+    ("data.xyz", b"some text", "'.xyz'"),
+    ("blob", b"\x00\x01\x02\x03binary", "does not look like text"),
+])
+def test_detect_kind_refuses_unknown_types_by_name(filename, content, words):
+    with pytest.raises(UnknownKind) as info:
+        detect_kind(filename, content)
+    assert words in str(info.value)
+
+
+# ---------------------------------------------------------------- bad input
+def test_empty_file():
+    with pytest.raises(EmptyDocument, match="empty"):
+        decode_document(b"", "text/plain", "empty.txt")
+
+
+def test_whitespace_only_text_is_empty():
+    with pytest.raises(EmptyDocument, match="only whitespace"):
+        decode_document(b" \n\t\n  ", "text/markdown", "blank.md")
+
+
+def test_binary_garbage_given_as_text():
+    garbage = random.Random(7).randbytes(4096)
+    with pytest.raises(BinaryContent, match="binary"):
+        decode_document(garbage, "text/plain", "garbage.txt")
+
+
+def test_nul_bytes_are_binary_and_the_offset_is_named():
+    with pytest.raises(BinaryContent, match="NUL byte at offset 5"):
+        decode_document(b"hello\x00world", "text/plain")
+
+
+def test_high_ratio_of_control_characters_is_binary():
+    content = b"ab\x01\x02\x03\x04cd\x05\x06" * 50
+    with pytest.raises(BinaryContent, match="control characters"):
+        decode_document(content, "text/plain")
+
+
+def test_pdf_sent_as_text_is_refused():
+    with pytest.raises(BinaryContent, match="is a PDF"):
+        decode_document(make_pdf(["x"]), "text/plain", "doc.txt")
+
+
+def test_invalid_utf8_names_the_byte_offset():
+    content = "Curie é".encode("utf-8") + b" and \xff broken"
+    with pytest.raises(InvalidEncoding) as info:
+        decode_document(content, "text/plain", "bad.txt")
+    offset = content.index(b"\xff")
+    assert f"offset {offset}" in str(info.value)
+    assert "0xff" in str(info.value)
+    assert "encoding=" in str(info.value)
+
+
+def test_unknown_encoding_name():
+    with pytest.raises(InvalidEncoding, match="unknown text encoding"):
+        decode_document(b"text", "text/plain", encoding="no-such-codec")
+
+
+def test_text_invalid_in_the_explicit_encoding():
+    with pytest.raises(InvalidEncoding, match="not valid ascii"):
+        decode_document("é".encode(), "text/plain", encoding="ascii")
+
+
+def test_unknown_kind():
+    with pytest.raises(UnknownKind, match="application/msword"):
+        decode_document(b"some bytes", "application/msword", "old.doc")
+
+
+def test_fifty_megabyte_text_is_refused_before_decoding():
+    content = b"a" * (50 * 1024 * 1024)
+    with pytest.raises(DocumentTooLarge) as info:
+        decode_document(content, "text/plain", "huge.txt")
+    message = str(info.value)
+    assert "52,428,800 bytes" in message and "10,485,760 bytes" in message
+    assert DEFAULT_MAX == 10 * 1024 * 1024
+
+
+def test_size_limit_is_configurable():
+    assert decode_document(b"x" * 100, "text/plain", max_bytes=100)[0].text == "x" * 100
+    with pytest.raises(DocumentTooLarge, match="101 bytes"):
+        decode_document(b"x" * 101, "text/plain", max_bytes=100)
+
+
+def test_encrypted_pdf_says_it_is_encrypted():
+    pdf = encrypt(make_pdf(["Secret notes on radium."]), "secret")
+    with pytest.raises(EncryptedPdf, match="encrypted"):
+        decode_document(pdf, "application/pdf", "secret.pdf")
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_truncated_pdf(cut):
+    pdf = make_pdf(["Page one text.", "Page two text."])
+    with pytest.raises(BrokenPdf, match="truncated"):
+        decode_document(pdf[: int(len(pdf) * cut)], "application/pdf", "cut.pdf")
+
+
+def test_pdf_with_a_damaged_body_is_broken_not_partially_read():
+    pdf = make_pdf(["Text that will be damaged."])
+    damaged = pdf[:300] + b"garbage" * 40 + pdf[-200:]
+    with pytest.raises(BrokenPdf, match="broken PDF"):
+        decode_document(damaged, "application/pdf", "damaged.pdf")
+
+
+def test_not_a_pdf_at_all():
+    with pytest.raises(BrokenPdf, match="does not start with %PDF-"):
+        decode_document(b"just some text", "application/pdf", "fake.pdf")
+
+
+def test_pdf_without_any_text():
+    with pytest.raises(EmptyDocument, match="no extractable text"):
+        decode_document(make_pdf(["", ""]), "application/pdf", "scan.pdf")
+
+
+def test_error_classes_carry_distinct_reasons_and_are_value_errors():
+    classes = [EmptyDocument, DocumentTooLarge, UnknownKind, BinaryContent, InvalidEncoding, EncryptedPdf, BrokenPdf]
+    assert len({cls.reason for cls in classes}) == len(classes)
+    assert all(issubclass(cls, DecodeError) and issubclass(cls, ValueError) for cls in classes)
+
+
+def test_content_must_be_bytes():
+    with pytest.raises(DecodeError, match="bytes"):
+        decode_document("a str", "text/plain")  # type: ignore[arg-type]
+
+
+def test_supported_kinds_are_exactly_three():
+    assert decoding.SUPPORTED_KINDS == ("text/plain", "text/markdown", "application/pdf")

@@ -1,0 +1,433 @@
+"""Provenance URIs and trace builders (DESIGN.md 3.1-3.4): exact URIs, triples, types, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from trustgraph_base.provenance import (
+    TG, EdgeSelection, activity_triples, agent_final_triples, agent_iteration_triples, agent_session_triples,
+    chunk_triples, docrag_exploration_triples, docrag_question_triples, docrag_synthesis_triples,
+    document_triples, edge_id, error_triples, exploration_triples, focus_triples, in_graph, page_triples,
+    question_triples, subgraph_triples, synthesis_triples, timestamp_literal, vocabulary_labels,
+    vocabulary_triples,
+)
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.provenance import uris
+from trustgraph_base.rdf.terms import MAX_LITERAL_LENGTH, MAX_TRIPLE_DEPTH, TermError, validate_triple
+from trustgraph_base.schema import IRI, LITERAL, TRIPLE, Term, Triple, blank, iri, literal, triple_term
+
+pytestmark = pytest.mark.unit
+
+XSD = ns.XSD
+G = ns.GRAPH_RETRIEVAL
+WHEN = datetime(2025, 6, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
+SID = "3f2b9c1e-0000-4000-8000-000000000001"
+
+
+def props(triples: list[Triple], subject: str) -> dict[str, list[Term]]:
+    """predicate IRI -> objects, for one subject."""
+    out: dict[str, list[Term]] = {}
+    for t in triples:
+        if t.s.value == subject:
+            out.setdefault(t.p.value, []).append(t.o)
+    return out
+
+
+def types(triples: list[Triple], subject: str) -> set[str]:
+    return {o.value for o in props(triples, subject).get(ns.RDF_TYPE, [])}
+
+
+def only(triples: list[Triple], subject: str, predicate: str) -> Term:
+    values = props(triples, subject).get(predicate, [])
+    assert len(values) == 1, f"{subject} {predicate}: {values}"
+    return values[0]
+
+
+def assert_well_formed(triples: list[Triple], graph: str) -> None:
+    for t in triples:
+        validate_triple(t)
+        assert t.g == graph
+
+
+# ---------------------------------------------------------------- URI patterns (DESIGN.md 3.1-3.3)
+
+def test_graphrag_uris():
+    assert uris.question_uri(SID) == f"urn:trustgraph:question:{SID}"
+    assert uris.exploration_uri(SID) == f"urn:trustgraph:prov:exploration:{SID}"
+    assert uris.focus_uri(SID) == f"urn:trustgraph:prov:focus:{SID}"
+    assert uris.edge_selection_uri(SID, 0) == f"urn:trustgraph:prov:edge:{SID}:0"
+    assert uris.edge_selection_uri(SID, 12) == f"urn:trustgraph:prov:edge:{SID}:12"
+    assert uris.synthesis_uri(SID) == f"urn:trustgraph:prov:synthesis:{SID}"
+    assert uris.answer_document_uri(SID) == f"urn:trustgraph:answer:{SID}"
+    assert uris.error_uri(SID) == f"urn:trustgraph:prov:error:{SID}"
+
+
+def test_docrag_uris():
+    assert uris.docrag_question_uri(SID) == f"urn:trustgraph:docrag:{SID}"
+    assert uris.docrag_exploration_uri(SID) == f"urn:trustgraph:docrag:{SID}/exploration"
+    assert uris.docrag_synthesis_uri(SID) == f"urn:trustgraph:docrag:{SID}/synthesis"
+    assert uris.docrag_answer_uri(SID) == f"urn:trustgraph:docrag:{SID}/answer"
+
+
+def test_agent_uris():
+    assert uris.agent_session_uri("sess-1") == "urn:trustgraph:agent:sess-1"
+    assert uris.agent_iteration_uri("sess-1", 1) == "urn:trustgraph:agent:sess-1/i1"
+    assert uris.agent_iteration_uri("sess-1", 10) == "urn:trustgraph:agent:sess-1/i10"
+    assert uris.agent_final_uri("sess-1") == "urn:trustgraph:agent:sess-1/final"
+    with pytest.raises(ValueError, match="numbered from 1"):
+        uris.agent_iteration_uri("sess-1", 0)
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "a/b", "<x>", "-lead", "x" * 129, "é"])
+def test_agent_session_ids_are_checked(bad):
+    with pytest.raises(ValueError, match="invalid session id"):
+        uris.agent_session_uri(bad)
+
+
+def test_new_id_is_a_uuid4():
+    a, b = uris.new_id(), uris.new_id()
+    assert a != b and uuid.UUID(a).version == 4
+
+
+def test_extraction_uris_are_deterministic_and_valid():
+    assert uris.page_uri("urn:document:d", 1) == uris.page_uri("urn:document:d", 1) != uris.page_uri("urn:document:d", 2)
+    assert re.fullmatch(r"urn:page:[0-9a-f\-]{36}", uris.page_uri("urn:document:d", 1))
+    assert re.fullmatch(r"urn:chunk:[0-9a-f\-]{36}", uris.chunk_uri("urn:document:d", 1, 0))
+    assert uris.document_uri("my report.pdf") == "urn:document:my%20report.pdf"
+    assert uris.document_uri("https://example.org/doc") == "https://example.org/doc"
+    assert uris.subgraph_uri("urn:chunk:1") == "https://trustgraph.ai/subgraph/urn%3Achunk%3A1"
+    assert uris.entity_uri("Marie Curie") == "http://trustgraph.ai/e/marie-curie"
+    for value in (uris.entity_uri("漢字 <x>"), uris.activity_uri("kg extract", "urn:chunk:1"), uris.agent_uri("a b")):
+        validate_triple(Triple(iri(value), iri(ns.RDFS_LABEL), literal("x")))
+
+
+# ---------------------------------------------------------------- edge ids
+
+def test_edge_id_is_first_8_hex_of_sha256_of_s_p_o():
+    assert edge_id("Marie Curie", "won", "Nobel Prize") == "ac87eef7"
+    s, p, o = "http://example.org/e/curie", "http://example.org/r/won", "http://example.org/e/nobel"
+    assert edge_id(s, p, o) == hashlib.sha256(f"{s}|{p}|{o}".encode()).hexdigest()[:8] == "2a5f3db3"
+    assert edge_id("a", "b", "c") != edge_id("a", "c", "b")
+    assert re.fullmatch(r"[0-9a-f]{8}", edge_id("é", "😀", ""))
+
+
+# ---------------------------------------------------------------- timestamps
+
+def test_timestamp_literal():
+    assert timestamp_literal(WHEN) == literal("2025-06-01T09:30:00.123Z", datatype=XSD + "dateTime")
+    naive = datetime(2025, 6, 1, 9, 30)
+    assert timestamp_literal(naive).value == "2025-06-01T09:30:00.000Z"
+    paris = datetime(2025, 6, 1, 11, 30, tzinfo=timezone(timedelta(hours=2)))
+    assert timestamp_literal(paris).value == "2025-06-01T09:30:00.000Z"
+    assert timestamp_literal("2025-06-01T09:30:00Z").value == "2025-06-01T09:30:00Z"
+    now = timestamp_literal()
+    assert now.datatype == XSD + "dateTime" and now.value.endswith("Z")
+    with pytest.raises(TermError, match="invalid timestamp"):
+        timestamp_literal("yesterday")
+
+
+# ---------------------------------------------------------------- GraphRAG builders
+
+def test_question_triples():
+    q = uris.question_uri(SID)
+    ts = question_triples(q, "Who discovered radium?", WHEN)
+    assert_well_formed(ts, G)
+    assert types(ts, q) == {ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_GRAPH_RAG_QUESTION}
+    assert only(ts, q, ns.TG_QUERY) == literal("Who discovered radium?")
+    assert only(ts, q, ns.PROV_STARTED_AT_TIME) == literal("2025-06-01T09:30:00.123Z", datatype=XSD + "dateTime")
+    assert only(ts, q, ns.RDFS_LABEL).type == LITERAL
+    assert ns.PROV_WAS_DERIVED_FROM not in props(ts, q)
+    parent = uris.agent_iteration_uri("sess-1", 2)
+    sub = question_triples(q, "sub", WHEN, parent_uri=parent)
+    assert only(sub, q, ns.PROV_WAS_DERIVED_FROM) == iri(parent)
+
+
+def test_exploration_triples():
+    q, e = uris.question_uri(SID), uris.exploration_uri(SID)
+    seeds = [iri("http://example.org/e/curie"), literal("radium", language="en")]
+    ts = exploration_triples(e, q, 42, seeds)
+    assert_well_formed(ts, G)
+    assert types(ts, e) == {ns.PROV_ENTITY, ns.TG_EXPLORATION}
+    assert only(ts, e, ns.PROV_WAS_GENERATED_BY) == iri(q)
+    assert only(ts, e, ns.TG_EDGE_COUNT) == literal("42", datatype=XSD + "integer")
+    assert props(ts, e)[ns.TG_ENTITY] == seeds
+
+
+def test_focus_triples_quote_the_original_edges():
+    f, e = uris.focus_uri(SID), uris.exploration_uri(SID)
+    edges = [
+        Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/born"),
+               literal("1867", datatype=XSD + "integer"), "urn:graph:ignored"),
+        Triple(iri("http://example.org/e/curie"), iri(ns.RDFS_LABEL), literal("Marie Curie", language="en")),
+        Triple(blank("b1"), iri("http://example.org/r/said"),
+               triple_term(iri("http://example.org/e/a"), iri("http://example.org/r/b"), literal("c"))),
+    ]
+    selections = [EdgeSelection(edges[0], "born then", edge_id("a", "b", "c")), (edges[1], "its name"), (edges[2], "")]
+    ts = focus_triples(f, e, selections, SID, dropped=2)
+    assert_well_formed(ts, G)
+    assert types(ts, f) == {ns.PROV_ENTITY, ns.TG_FOCUS}
+    assert only(ts, f, ns.PROV_WAS_DERIVED_FROM) == iri(e)
+    assert only(ts, f, ns.TG_DROPPED_COUNT) == literal("2", datatype=XSD + "integer")
+    sel_uris = [uris.edge_selection_uri(SID, i) for i in range(3)]
+    assert props(ts, f)[ns.TG_SELECTED_EDGE] == [iri(u) for u in sel_uris]
+    for u, edge in zip(sel_uris, edges):
+        assert types(ts, u) == {ns.TG_EDGE_SELECTION}
+        quoted = only(ts, u, ns.TG_EDGE)
+        assert quoted.type == TRIPLE
+        # The original terms, datatype and language included; the quoted triple carries no graph.
+        assert quoted.triple == Triple(edge.s, edge.p, edge.o)
+    assert only(ts, sel_uris[0], ns.TG_REASONING) == literal("born then")
+    assert ns.TG_REASONING not in props(ts, sel_uris[2])  # empty reasoning is not recorded
+
+
+def test_focus_without_selections_is_recorded_honestly():
+    f = uris.focus_uri(SID)
+    ts = focus_triples(f, uris.exploration_uri(SID), [], SID)
+    assert types(ts, f) == {ns.PROV_ENTITY, ns.TG_FOCUS}
+    assert ns.TG_SELECTED_EDGE not in props(ts, f)
+    assert ns.TG_DROPPED_COUNT not in props(ts, f)
+
+
+def test_synthesis_triples():
+    s, f = uris.synthesis_uri(SID), uris.focus_uri(SID)
+    ts = synthesis_triples(s, f, uris.answer_document_uri(SID), llm_model="m1")
+    assert_well_formed(ts, G)
+    assert types(ts, s) == {ns.PROV_ENTITY, ns.TG_SYNTHESIS}
+    assert only(ts, s, ns.PROV_WAS_DERIVED_FROM) == iri(f)
+    assert only(ts, s, ns.TG_DOCUMENT) == iri(f"urn:trustgraph:answer:{SID}")
+    assert only(ts, s, ns.TG_LLM_MODEL) == literal("m1")
+    inline = synthesis_triples(s, f, content="The answer")
+    assert only(inline, s, ns.TG_CONTENT) == literal("The answer") and ns.TG_DOCUMENT not in props(inline, s)
+
+
+def test_error_triples():
+    err, e = uris.error_uri(SID), uris.exploration_uri(SID)
+    ts = error_triples(err, e, "boom " * 2000, "focus")
+    assert_well_formed(ts, G)
+    assert types(ts, err) == {ns.PROV_ENTITY, ns.TG_ERROR}
+    assert only(ts, err, ns.PROV_WAS_DERIVED_FROM) == iri(e)
+    assert only(ts, err, ns.TG_STAGE) == literal("focus")
+    assert len(only(ts, err, ns.TG_ERROR_MESSAGE).value) == 4000
+
+
+# ---------------------------------------------------------------- DocumentRAG builders
+
+def test_docrag_triples():
+    q, e, s = uris.docrag_question_uri(SID), uris.docrag_exploration_uri(SID), uris.docrag_synthesis_uri(SID)
+    ts = (docrag_question_triples(q, "What does the report say?", WHEN)
+          + docrag_exploration_triples(e, q, ["urn:chunk:1", "urn:chunk:2", "urn:chunk:3"])
+          + docrag_synthesis_triples(s, e, "It says…", uris.docrag_answer_uri(SID)))
+    assert_well_formed(ts, G)
+    assert types(ts, q) == {ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_DOC_RAG_QUESTION}
+    assert only(ts, q, ns.PROV_STARTED_AT_TIME).datatype == XSD + "dateTime"
+    assert types(ts, e) == {ns.PROV_ENTITY, ns.TG_EXPLORATION}
+    assert only(ts, e, ns.PROV_WAS_GENERATED_BY) == iri(q)
+    assert only(ts, e, ns.TG_CHUNK_COUNT) == literal("3", datatype=XSD + "integer")
+    assert props(ts, e)[ns.TG_SELECTED_CHUNK] == [iri("urn:chunk:1"), iri("urn:chunk:2"), iri("urn:chunk:3")]
+    assert types(ts, s) == {ns.PROV_ENTITY, ns.TG_SYNTHESIS}
+    assert only(ts, s, ns.PROV_WAS_DERIVED_FROM) == iri(e)
+    assert only(ts, s, ns.TG_CONTENT) == literal("It says…")
+    assert only(ts, s, ns.TG_DOCUMENT) == iri(f"urn:trustgraph:docrag:{SID}/answer")
+
+
+# ---------------------------------------------------------------- agent builders
+
+def test_agent_builders_have_the_exact_signatures():
+    def positional(fn):
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+
+    assert positional(agent_session_triples) == ["session_uri", "query", "timestamp"]
+    assert positional(agent_iteration_triples) == ["iteration_uri", "parent_uri", "thought", "action", "arguments",
+                                                   "observation"]
+    assert positional(agent_final_triples) == ["final_uri", "parent_uri", "answer"]
+
+
+def test_agent_triples():
+    q, a1, a2, c = (uris.agent_session_uri("sess-1"), uris.agent_iteration_uri("sess-1", 1),
+                    uris.agent_iteration_uri("sess-1", 2), uris.agent_final_uri("sess-1"))
+    ts = (agent_session_triples(q, "Plan a trip", WHEN)
+          + agent_iteration_triples(a1, q, "I should look it up", "knowledge-query", {"z": 1, "question": "Paris?"},
+                                    "Paris is nice")
+          + agent_iteration_triples(a2, a1, "Done", "none", '{"already": "json"}', "", tool_error="timeout")
+          + agent_final_triples(c, a2, "Go to Paris", termination_reason="answered",
+                                document_uri=uris.agent_answer_uri("sess-1")))
+    assert_well_formed(ts, G)
+    assert types(ts, q) == {ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_AGENT_QUESTION}
+    assert only(ts, q, ns.TG_QUERY) == literal("Plan a trip")
+    assert only(ts, q, ns.PROV_STARTED_AT_TIME) == timestamp_literal(WHEN)
+    assert types(ts, a1) == {ns.PROV_ENTITY, ns.TG_ANALYSIS}
+    assert only(ts, a1, ns.PROV_WAS_DERIVED_FROM) == iri(q)
+    assert only(ts, a2, ns.PROV_WAS_DERIVED_FROM) == iri(a1)
+    assert only(ts, a1, ns.TG_THOUGHT) == literal("I should look it up")
+    assert only(ts, a1, ns.TG_ACTION) == literal("knowledge-query")
+    args = only(ts, a1, ns.TG_ARGUMENTS).value
+    assert json.loads(args) == {"z": 1, "question": "Paris?"} and args.index('"question"') < args.index('"z"')
+    assert only(ts, a2, ns.TG_ARGUMENTS) == literal('{"already": "json"}')
+    assert only(ts, a1, ns.TG_OBSERVATION) == literal("Paris is nice")
+    assert only(ts, a2, ns.TG_TOOL_ERROR) == literal("timeout")
+    assert types(ts, c) == {ns.PROV_ENTITY, ns.TG_CONCLUSION}
+    assert only(ts, c, ns.PROV_WAS_DERIVED_FROM) == iri(a2)
+    assert only(ts, c, ns.TG_ANSWER) == literal("Go to Paris")
+    assert only(ts, c, ns.TG_TERMINATION_REASON) == literal("answered")
+    assert only(ts, c, ns.TG_DOCUMENT) == iri("urn:trustgraph:agent:sess-1/answer")
+
+
+# ---------------------------------------------------------------- extraction builders (urn:graph:source)
+
+def test_extraction_triples():
+    doc = uris.document_uri("report")
+    page, chunk = uris.page_uri(doc, 1), uris.chunk_uri(doc, 1, 0)
+    sg, act = uris.subgraph_uri(chunk), uris.activity_uri("kg-extract", chunk)
+    extracted = [Triple(iri("http://example.org/e/a"), iri("http://example.org/r/b"), literal("c", language="en"))]
+    ts = (document_triples(doc, "Annual report", "application/pdf", 3) + page_triples(page, doc, 1)
+          + chunk_triples(chunk, page, 0, 0, 500) + subgraph_triples(sg, chunk, extracted, activity_uri=act)
+          + activity_triples(act, "kg-extract", "1.0", model="m1", used_uri=chunk, timestamp=WHEN))
+    assert_well_formed(ts, ns.GRAPH_SOURCE)
+    assert types(ts, doc) == {ns.PROV_ENTITY, ns.TG_DOCUMENT_TYPE}
+    assert only(ts, doc, ns.DC_TITLE) == literal("Annual report")
+    assert only(ts, doc, ns.TG_PAGE_COUNT) == literal("3", datatype=XSD + "integer")
+    assert only(ts, page, ns.TG_PAGE_NUMBER) == literal("1", datatype=XSD + "integer")
+    assert only(ts, page, ns.PROV_WAS_DERIVED_FROM) == iri(doc)
+    assert only(ts, chunk, ns.PROV_WAS_DERIVED_FROM) == iri(page)
+    assert only(ts, chunk, ns.TG_CHAR_LENGTH) == literal("500", datatype=XSD + "integer")
+    assert types(ts, sg) == {ns.PROV_ENTITY, ns.TG_SUBGRAPH_TYPE}
+    assert only(ts, sg, ns.PROV_WAS_DERIVED_FROM) == iri(chunk)
+    assert only(ts, sg, ns.TG_CONTAINS) == triple_term(*[getattr(extracted[0], k) for k in "spo"])
+    assert only(ts, act, ns.PROV_USED) == iri(chunk)
+    assert ns.PROV_AGENT in types(ts, uris.agent_uri("kg-extract"))
+
+
+# ---------------------------------------------------------------- vocabulary and graphs
+
+def all_builder_triples() -> list[Triple]:
+    doc = "urn:document:d"
+    edge = Triple(iri("http://example.org/e/a"), iri("http://example.org/r/b"), literal("c"))
+    return (question_triples("urn:q:1", "q", WHEN, parent_uri="urn:a:1")
+            + exploration_triples("urn:e:1", "urn:q:1", 1, [iri("http://example.org/e/a")])
+            + focus_triples("urn:f:1", "urn:e:1", [(edge, "why")], "1", dropped=1)
+            + synthesis_triples("urn:s:1", "urn:f:1", "urn:d:1", content="x", llm_model="m")
+            + error_triples("urn:err:1", "urn:f:1", "m", "s")
+            + docrag_question_triples("urn:q:2", "q", WHEN)
+            + docrag_exploration_triples("urn:e:2", "urn:q:2", ["urn:chunk:1"])
+            + docrag_synthesis_triples("urn:s:2", "urn:e:2", "x", "urn:d:2", llm_model="m")
+            + agent_session_triples("urn:q:3", "q", WHEN)
+            + agent_iteration_triples("urn:a:3", "urn:q:3", "t", "a", {}, "o", tool_error="e")
+            + agent_final_triples("urn:c:3", "urn:a:3", "x", termination_reason="r", document_uri="urn:d:3")
+            + document_triples(doc, "T", "text/plain", 1) + page_triples("urn:p:1", doc, 1, activity_uri="urn:act:1")
+            + chunk_triples("urn:chunk:1", "urn:p:1", 0, 0, 1, activity_uri="urn:act:1")
+            + subgraph_triples("urn:sg:1", "urn:chunk:1", [edge], activity_uri="urn:act:1")
+            + activity_triples("urn:act:1", "c", "1", model="m", used_uri=doc, timestamp=WHEN))
+
+
+def test_vocabulary_labels_every_class_and_predicate_the_builders_use():
+    labels = vocabulary_labels()
+    used = set()
+    for t in all_builder_triples():
+        used.add(t.p.value)
+        if t.p.value == ns.RDF_TYPE:
+            used.add(t.o.value)
+    missing = sorted(used - labels.keys())
+    assert not missing, f"no rdfs:label for {missing}"
+    assert labels[ns.TG_EDGE_SELECTION] == "Edge Selection"
+    assert labels[ns.TG_SELECTED_EDGE] == "selected edge"
+    assert labels[ns.TG_GRAPH_RAG_QUESTION] == "GraphRAG Question"
+    vocab = vocabulary_triples()
+    assert len(vocab) == len(labels)
+    assert all(t.p.value == ns.RDFS_LABEL and t.o.type == LITERAL and t.g == "" for t in vocab)
+    assert {t.g for t in vocabulary_triples(G)} == {G}
+
+
+def test_tg_namespace_fails_fast_on_typos():
+    assert TG.selectedEdge == ns.TG_SELECTED_EDGE
+    assert ns.TG_EDGE_SELECTION in TG
+    with pytest.raises(AttributeError, match="selectedEdges"):
+        TG.selectedEdges
+
+
+def test_in_graph_copies_into_a_graph():
+    ts = question_triples("urn:q:1", "q", WHEN)
+    moved = in_graph(ts, ns.GRAPH_SOURCE)
+    assert {t.g for t in moved} == {ns.GRAPH_SOURCE}
+    assert {t.g for t in ts} == {G}  # originals untouched
+    assert [(t.s, t.p, t.o) for t in moved] == [(t.s, t.p, t.o) for t in ts]
+    assert {t.g for t in in_graph(ts, "")} == {""}
+    with pytest.raises(TermError, match="forbidden character"):
+        in_graph(ts, "urn:graph with space")
+
+
+def test_builders_default_graph_argument():
+    assert {t.g for t in question_triples("urn:q:1", "q", WHEN, graph="")} == {""}
+    assert {t.g for t in agent_final_triples("urn:c:1", "urn:q:1", "a", graph="urn:g:x")} == {"urn:g:x"}
+
+
+# ---------------------------------------------------------------- bad input to builders
+
+@pytest.mark.parametrize("bad", ["", "urn:x:has space", "urn:x:<angle>", "http://x/>", "no-scheme", "urn:x:\n",
+                                 "http://x/%zz"])
+def test_builders_reject_invalid_iris(bad):
+    ok = "urn:x:ok"
+    calls = [
+        lambda: question_triples(bad, "q", WHEN),
+        lambda: question_triples(ok, "q", WHEN, parent_uri=bad or "urn:x:<empty>"),
+        lambda: exploration_triples(ok, bad, 1),
+        lambda: focus_triples(bad, ok, [], "s"),
+        lambda: synthesis_triples(ok, ok, bad or "urn:x:<empty>"),
+        lambda: docrag_exploration_triples(ok, ok, [bad]),
+        lambda: agent_session_triples(bad, "q", WHEN),
+        lambda: agent_iteration_triples(ok, bad, "t", "a", {}, "o"),
+        lambda: agent_final_triples(bad, ok, "a"),
+        lambda: chunk_triples(ok, bad, 0, 0, 1),
+    ]
+    for call in calls:
+        with pytest.raises(TermError, match="IRI"):
+            call()
+
+
+def test_builders_reject_bad_edges_and_values():
+    good = Triple(iri("http://x/s"), iri("http://x/p"), literal("o"))
+    with pytest.raises(TermError, match="forbidden character"):
+        focus_triples("urn:f:1", "urn:e:1", [(Triple(iri("http://x/a b"), good.p, good.o), "r")], "s")
+    with pytest.raises(TermError, match="predicate must be an IRI"):
+        focus_triples("urn:f:1", "urn:e:1", [(Triple(good.s, literal("p"), good.o), "r")], "s")
+    deep = good.o
+    for _ in range(MAX_TRIPLE_DEPTH):
+        deep = triple_term(good.s, good.p, deep)
+    with pytest.raises(TermError, match="nested deeper"):
+        focus_triples("urn:f:1", "urn:e:1", [(Triple(good.s, good.p, deep), "r")], "s")
+    with pytest.raises(TermError, match="nested deeper"):
+        subgraph_triples("urn:sg:1", "urn:chunk:1", [Triple(good.s, good.p, deep)])
+    with pytest.raises(TermError, match="expected an integer"):
+        exploration_triples("urn:e:1", "urn:q:1", "12")
+    with pytest.raises(TermError, match="expected an integer"):
+        exploration_triples("urn:e:1", "urn:q:1", True)
+    with pytest.raises(TermError, match="invalid language tag"):
+        exploration_triples("urn:e:1", "urn:q:1", 1, [literal("x", language="en_US")])
+
+
+def test_builders_reject_absurd_literals_but_escape_control_characters():
+    with pytest.raises(TermError, match="literal longer than"):
+        question_triples("urn:q:1", "x" * (MAX_LITERAL_LENGTH + 1), WHEN)
+    with pytest.raises(TermError, match="unpaired surrogate"):
+        agent_final_triples("urn:c:1", "urn:q:1", "bad \ud800 text")
+    from trustgraph_base.rdf.export import parse, serialize
+
+    nasty = "ctrl \x00\x07\x1b\x7f and \"quotes\" and\nnewlines and \"> ; <x> <y> <z> ."
+    ts = question_triples("urn:q:1", nasty, WHEN)
+    assert only(ts, "urn:q:1", ns.TG_QUERY).value == nasty
+    assert parse(serialize(ts, "trig"), "trig") == ts
+
+
+def test_shared_constant_terms_are_not_leaked_between_traces():
+    a = question_triples("urn:q:1", "q", WHEN)
+    b = question_triples("urn:q:2", "q", WHEN)
+    assert a is not b and a[0] is not b[0]
+    assert a[0].s.value == "urn:q:1" and b[0].s.value == "urn:q:2"
+    assert all(isinstance(t.p, Term) and t.p.type == IRI for t in a + b)
