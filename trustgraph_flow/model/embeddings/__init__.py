@@ -26,15 +26,15 @@ class Embedder(Protocol):
         ...
 
 
-from .local import LOCAL_DIMENSION, LOCAL_MODEL_ID, LocalEmbedder  # noqa: E402
+from .local import LOCAL_DIMENSION, LOCAL_MODEL_ID, LocalEmbedder  # noqa: E402 - they need EmbeddingError
 from .openai_backend import OpenAIEmbedder  # noqa: E402
 from .registry import embedder_names, get_embedder  # noqa: E402
 
 __all__ = [
-    "Embedder",
-    "EmbeddingError",
     "LOCAL_DIMENSION",
     "LOCAL_MODEL_ID",
+    "Embedder",
+    "EmbeddingError",
     "LocalEmbedder",
     "OpenAIEmbedder",
     "embedder_names",

@@ -7,7 +7,8 @@ load, so every service in one process should use the same one.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import Embedder, EmbeddingError
 from .local import LocalEmbedder

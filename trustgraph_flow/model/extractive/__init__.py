@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 #: Model id reported by the extractive backend (``tg:llmModel`` in traces).
 MODEL_ID = "extractive"
@@ -60,13 +60,10 @@ def stem(word: str) -> str:
         return word
     if len(word) == 4 and word.endswith("ied"):  # died, lied, tied -> die, lie, tie
         return word[:-1]
-    if word.endswith("ies") and len(word) > 4:
+    if word.endswith(("ies", "ied")) and len(word) > 4:
         word = word[:-3] + "y"
-    elif word.endswith("ied") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith("es") and word[-3:-2] in ("s", "x", "z") or word.endswith(("ches", "shes")):
+    elif word.endswith("sses") or (word.endswith("es") and word[-3:-2] in ("s", "x", "z")) \
+            or word.endswith(("ches", "shes")):
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
@@ -129,7 +126,7 @@ def cosine(a: list[float], b: list[float]) -> float:
     :param a: first vector.
     :param b: second vector.
     """
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
 

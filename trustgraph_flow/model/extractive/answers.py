@@ -8,8 +8,9 @@ adds a fact that is not in its input: only connective words ("and", ";") and a l
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from . import content_terms, cosine, idf, idf_table
 
@@ -172,7 +173,7 @@ def rank_sentences(
     if embedder is not None:
         head = ranked[:rerank]
         vectors = embedder.embed([query] + [r[2].text for r in head])
-        for row, vector in zip(head, vectors[1:]):
+        for row, vector in zip(head, vectors[1:], strict=True):
             similarity = cosine(vectors[0], vector)
             row[0] = 0.5 * row[0] + 0.5 * similarity
             row[1] = max(row[1], similarity if similarity >= 0.35 else 0.0)

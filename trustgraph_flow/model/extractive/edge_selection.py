@@ -21,8 +21,9 @@ shares 'discovered'; touches anchor 'Marie Curie'; score 0.78".
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from . import content_terms, cosine, idf, idf_table, words
 
@@ -128,10 +129,10 @@ def select_edges(
     if embed_predicates and embedder is not None:
         predicates = sorted({e["p"] for e in edges})
         vectors = embedder.embed([query, *predicates])
-        predicate_cos = {p: cosine(vectors[0], v) for p, v in zip(predicates, vectors[1:])}
+        predicate_cos = {p: cosine(vectors[0], v) for p, v in zip(predicates, vectors[1:], strict=True)}
 
     scored: list[tuple[float, str, str]] = []
-    for edge, stems in zip(edges, edge_stems):
+    for edge, stems in zip(edges, edge_stems, strict=True):
         parts = []
         score = 0.0
         semantic_via = None

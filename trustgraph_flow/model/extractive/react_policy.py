@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from . import content_terms, cosine, idf, idf_table
 
@@ -117,7 +118,7 @@ def rank_tools(question: str, tools: Sequence[Mapping[str, Any]], *, embedder: A
         similarities = [cosine(vectors[0], v) for v in vectors[1:]]
     about_entities = _names_entities(question)
     choices = []
-    for position, (tool, stems, similarity) in enumerate(zip(tools, tool_stems, similarities)):
+    for position, (tool, stems, similarity) in enumerate(zip(tools, tool_stems, similarities, strict=True)):
         shared = [t for t in question_terms if t in stems]
         score = sum(weights[t] for t in shared) / total
         basis = []

@@ -12,6 +12,7 @@ from .prompter import (
 from .templates import TEMPLATES, PromptError, PromptTemplate, RenderedPrompt, get_template, parse_rendered, render
 
 __all__ = [
+    "TEMPLATES",
     "ExtractivePrompter",
     "JsonlResult",
     "LlmPrompter",
@@ -21,7 +22,6 @@ __all__ = [
     "Prompter",
     "RenderedPrompt",
     "StreamUsage",
-    "TEMPLATES",
     "get_prompter",
     "get_template",
     "parse_jsonl",

@@ -9,8 +9,9 @@ raises.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: ``validate(obj)`` returns an error message, or None when the object is acceptable.
 Validator = Callable[[dict], "str | None"]

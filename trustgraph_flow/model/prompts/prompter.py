@@ -12,8 +12,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..extractive import DESCRIPTION as EXTRACTIVE_DESCRIPTION
 from ..extractive import MODEL_ID as EXTRACTIVE_MODEL_ID
@@ -212,7 +213,7 @@ def get_prompter(backend: str = "auto", **opts: Any) -> Prompter:
     :param backend: ``auto``, ``extractive`` or ``openai``.
     :param opts: for openai, OpenAICompletion arguments (base_url, api_key, model, timeout, ...);
         for extractive, ``embedder`` (default: the shared local embedder; None for lexical only)
-        and ``embed_predicates``.
+        and ``embed_predicates`` (both ignored by openai, so callers may pass them regardless).
     :raises PromptError: unknown backend.
     """
     if backend not in BACKENDS:
@@ -229,6 +230,8 @@ def get_prompter(backend: str = "auto", **opts: Any) -> Prompter:
     if backend == "openai":
         from ..text_completion import OpenAICompletion
 
+        for extractive_only in ("embedder", "embed_predicates"):
+            opts.pop(extractive_only, None)
         completion = OpenAICompletion(**opts)
         log.info("LLM backend: openai-compatible endpoint %s", completion.endpoint)
         return LlmPrompter(completion)

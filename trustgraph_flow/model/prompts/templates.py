@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .jsonl import Validator, require_strings
 
@@ -100,7 +101,8 @@ def _check_records(
                 _fail(template, f"{name}[{index}] lacks field {field_name!r}")
             if not isinstance(record[field_name], types):
                 wanted = " or ".join(t.__name__ for t in types)
-                _fail(template, f"{name}[{index}].{field_name} must be {wanted}, got {type(record[field_name]).__name__}")
+                got = type(record[field_name]).__name__
+                _fail(template, f"{name}[{index}].{field_name} must be {wanted}, got {got}")
 
 
 def _check_edge_selection(terms: dict) -> None:
@@ -111,11 +113,10 @@ def _check_edge_selection(terms: dict) -> None:
     if len(set(ids)) != len(ids):
         _fail(tid, "knowledge contains duplicate edge ids")
     scores = terms.get("entity_scores")
-    if scores is not None:
-        if not isinstance(scores, dict) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in scores.items()
-        ):
-            _fail(tid, "entity_scores must map entity labels to numbers")
+    if scores is not None and (not isinstance(scores, dict) or not all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in scores.items()
+    )):
+        _fail(tid, "entity_scores must map entity labels to numbers")
     limit = terms.get("limit")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         _fail(tid, f"limit must be a positive integer, got {limit!r}")
@@ -208,7 +209,8 @@ def _render_react(terms: dict) -> str:
             f"{a['name']} ({a.get('description', '')})" if a.get("description") else a["name"]
             for a in tool.get("arguments", [])
         )
-        tool_lines.append(f"- {tool['name']}: {tool['description']}" + (f" Arguments: {arguments}." if arguments else ""))
+        described = f"- {tool['name']}: {tool['description']}"
+        tool_lines.append(described + (f" Arguments: {arguments}." if arguments else ""))
     history_lines = []
     for step in terms.get("history", []):
         arguments = step.get("arguments", {})

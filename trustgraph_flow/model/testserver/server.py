@@ -26,9 +26,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from ..extractive import DESCRIPTION as EXTRACTIVE_DESCRIPTION
 from ..extractive import MODEL_ID as EXTRACTIVE_MODEL_ID
@@ -223,7 +224,7 @@ class LocalOpenAIServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "LocalOpenAIServer":
+    def __enter__(self) -> LocalOpenAIServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -236,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60  # idle keep-alive connections are dropped after a minute
     state: _State  # set on the per-server subclass
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+    def log_message(self, format: str, *args: Any) -> None:  # signature of the base class
         log.debug("%s %s", self.address_string(), format % args)
 
     # --------------------------------------------------------------- plumbing
@@ -292,32 +293,30 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HttpError(fault.status, fault.message, headers=headers)
         if fault.kind == "hang":
             self.state.stopping.wait(fault.seconds)
-            raise _Hang()
+            raise _HangUpError()
         return fault
 
     # ----------------------------------------------------------------- routing
-    def do_GET(self) -> None:  # noqa: N802 - name fixed by BaseHTTPRequestHandler
+    def do_GET(self) -> None:
         self._dispatch(self._get)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch(self._post)
 
     def _dispatch(self, handler: Callable[[], None]) -> None:
         try:
             handler()
         except _HttpError as error:
-            self._safe(lambda: self._send_error(error))
-        except _Hang:
-            self.close_connection = True
-        except (BrokenPipeError, ConnectionResetError):
+            self._send_error_safely(error)
+        except (_HangUpError, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a server bug must still answer in OpenAI shape
             log.exception("test server failed on %s %s", self.command, self.path)
-            self._safe(lambda: self._send_error(_HttpError(500, f"internal error: {type(exc).__name__}: {exc}")))
+            self._send_error_safely(_HttpError(500, f"internal error: {type(exc).__name__}: {exc}"))
 
-    def _safe(self, send: Callable[[], None]) -> None:
+    def _send_error_safely(self, error: _HttpError) -> None:
         try:
-            send()
+            self._send_error(error)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -526,7 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
             return state.embedder
 
 
-class _Hang(Exception):
+class _HangUpError(Exception):
     """Raised to leave a request unanswered after an injected hang."""
 
 

@@ -11,11 +11,13 @@ a caller knows the worst case.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +153,10 @@ class OpenAICompletion:
         """Close the HTTP connections of this loop's client."""
         clients, self._clients = self._clients, {}
         for client in clients.values():
-            try:
+            with contextlib.suppress(Exception):  # closing a client of a loop that has gone
                 await client.close()
-            except Exception:  # pragma: no cover - closing a client of a dead loop
-                pass
 
-    async def __aenter__(self) -> "OpenAICompletion":
+    async def __aenter__(self) -> OpenAICompletion:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -181,7 +181,7 @@ class OpenAICompletion:
 
         if isinstance(exc, LlmError):
             return exc
-        if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
+        if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
             return LlmError(self.endpoint, f"timed out after {self.timeout:g}s", retryable=True)
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
@@ -233,7 +233,7 @@ class OpenAICompletion:
             try:
                 async with asyncio.timeout(remaining):
                     return await call(remaining)
-            except (Exception, asyncio.TimeoutError) as exc:
+            except Exception as exc:
                 error = self._classify(exc)
                 attempts = attempt + 1
                 out_of_time = loop.time() >= deadline
@@ -337,9 +337,9 @@ class OpenAICompletion:
                         chunk = await iterator.__anext__()
                 except StopAsyncIteration:
                     break
-                except (Exception, asyncio.TimeoutError) as exc:
+                except Exception as exc:
                     error = self._classify(exc)
-                    if isinstance(exc, asyncio.TimeoutError):
+                    if isinstance(exc, TimeoutError):
                         error = LlmError(
                             self.endpoint, f"stream stalled: no chunk within {self.timeout:g}s", retryable=True
                         )
@@ -354,10 +354,8 @@ class OpenAICompletion:
                     if piece:
                         yield CompletionChunk(text=piece)
         finally:
-            try:
+            with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
-            except Exception:  # pragma: no cover - best effort when the connection already broke
-                pass
         yield CompletionChunk(
             text="", end_of_stream=True, in_token=in_token, out_token=out_token, model=model or self.model
         )

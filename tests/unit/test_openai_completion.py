@@ -1,0 +1,323 @@
+"""OpenAICompletion driven through the real openai client against the project's local server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from trustgraph_flow.model.prompts import LlmPrompter, render
+from trustgraph_flow.model.testserver import MALFORMED_EXTRA_LINES, start_server
+from trustgraph_flow.model.text_completion import Completion, LlmError, OpenAICompletion
+
+pytestmark = pytest.mark.unit
+
+SYNTHESIS = render("kg-synthesis", {
+    "query": "Who discovered polonium?",
+    "knowledge": [{"s": "Marie Curie", "p": "discovered", "o": "polonium", "reasoning": "shares 'discovered'"}],
+})
+EXPECTED = "According to the knowledge graph: Marie Curie discovered polonium."
+EDGES = [
+    {"id": "e1", "s": "Marie Curie", "p": "discovered", "o": "polonium"},
+    {"id": "e2", "s": "Paris", "p": "capital of", "o": "France"},
+]
+
+
+@pytest.fixture(scope="module")
+def module_server():
+    with start_server(model="extractive") as handle:
+        yield handle
+
+
+@pytest.fixture
+def server(module_server):
+    module_server.clear_faults()
+    module_server.clear_log()
+    module_server.set_latency(0)
+    yield module_server
+    module_server.clear_faults()
+
+
+@pytest.fixture
+async def client(server):
+    completion = OpenAICompletion(server.base_url, "test-key", "any-model", timeout=10, max_retries=3,
+                                  backoff_initial=0.01, backoff_max=0.05, seed=7)
+    yield completion
+    await completion.aclose()
+
+
+# ------------------------------------------------------------------------------- normal
+async def test_complete_returns_text_usage_and_model(client, server):
+    result = await client.complete(SYNTHESIS.system, SYNTHESIS.user, temperature=0.2, max_tokens=123)
+    assert isinstance(result, Completion)
+    assert result.text == EXPECTED
+    assert result.model == "extractive"
+    assert result.out_token == len(EXPECTED.split())
+    assert result.in_token == len(SYNTHESIS.system.split()) + len(SYNTHESIS.user.split())
+    body = server.chat_requests()[-1].body
+    assert body["messages"] == [{"role": "system", "content": SYNTHESIS.system},
+                                {"role": "user", "content": SYNTHESIS.user}]
+    assert body["temperature"] == 0.2 and body["max_tokens"] == 123 and body["model"] == "any-model"
+    assert server.template_ids() == ["kg-synthesis"]
+
+
+async def test_empty_system_prompt_sends_only_the_user_message(client, server):
+    await client.complete("", SYNTHESIS.system + "\n" + SYNTHESIS.user)
+    assert [m["role"] for m in server.chat_requests()[-1].body["messages"]] == ["user"]
+
+
+async def test_stream_yields_pieces_then_usage(client, server):
+    chunks = [chunk async for chunk in client.stream(SYNTHESIS.system, SYNTHESIS.user)]
+    assert len(chunks) > 2
+    assert "".join(c.text for c in chunks) == EXPECTED
+    assert all(not c.end_of_stream for c in chunks[:-1])
+    final = chunks[-1]
+    assert final.end_of_stream and final.text == ""
+    assert final.model == "extractive" and final.out_token == len(EXPECTED.split()) and final.in_token > 0
+    body = server.chat_requests()[-1].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+async def test_stream_without_usage(server):
+    async with OpenAICompletion(server.base_url, "k", "m", stream_usage=False) as completion:
+        chunks = [c async for c in completion.stream(SYNTHESIS.system, SYNTHESIS.user)]
+    assert "".join(c.text for c in chunks) == EXPECTED
+    assert chunks[-1].end_of_stream and chunks[-1].in_token is None and chunks[-1].out_token is None
+    assert "stream_options" not in server.chat_requests()[-1].body
+
+
+# ------------------------------------------------------------------------------ retries
+async def test_429_twice_then_success(client, server):
+    server.fail_next(2, 429, "slow down")
+    result = await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    assert result.text == EXPECTED
+    assert len(server.chat_requests()) == 3
+
+
+async def test_retry_after_is_honoured_and_capped():
+    completion = OpenAICompletion("http://127.0.0.1:9/v1", "k", "m", backoff_initial=0.5, backoff_max=4, seed=1)
+    assert completion.backoff_delay(0, retry_after=2.5) == 2.5
+    assert completion.backoff_delay(0, retry_after=60) == 4
+    for attempt, ceiling in ((0, 0.5), (1, 1.0), (2, 2.0), (3, 4.0), (6, 4.0)):
+        delays = {completion.backoff_delay(attempt) for _ in range(20)}
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(delays) > 1  # jitter
+
+
+async def test_500_exhausting_retries_names_the_endpoint(client, server):
+    server.fail_next(10, 500, "database on fire")
+    with pytest.raises(LlmError) as info:
+        await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    error = info.value
+    assert error.retryable is True and error.status == 500
+    assert error.endpoint == f"{server.base_url} (model any-model)"
+    message = str(error)
+    assert message.startswith(f"LLM endpoint {server.base_url} (model any-model) failed: HTTP 500 server error")
+    assert "database on fire" in message and "(after 4 attempts)" in message
+    assert len(server.chat_requests()) == 4  # first try + max_retries=3
+
+
+async def test_503_then_success_while_streaming(client, server):
+    server.fail_next(1, 503)
+    chunks = [c async for c in client.stream(SYNTHESIS.system, SYNTHESIS.user)]
+    assert "".join(c.text for c in chunks) == EXPECTED
+    assert len(server.chat_requests()) == 2
+
+
+async def test_client_errors_are_not_retried(client, server):
+    server.fail_next(1, 400, "bad request body")
+    with pytest.raises(LlmError) as info:
+        await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    assert info.value.retryable is False and info.value.status == 400
+    assert "HTTP 400 request rejected" in str(info.value)
+    assert len(server.chat_requests()) == 1
+
+
+async def test_wrong_api_key_is_a_non_retryable_error():
+    with start_server(api_key="right") as secured:
+        async with OpenAICompletion(secured.base_url, "wrong", "m", max_retries=3) as completion:
+            with pytest.raises(LlmError) as info:
+                await completion.complete("s", "u")
+            assert info.value.status == 401 and not info.value.retryable
+            assert len(secured.chat_requests()) == 1
+        async with OpenAICompletion(secured.base_url, "right", "m") as completion:
+            assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == EXPECTED
+
+
+# ------------------------------------------------------------------------------ timeouts
+async def test_hanging_server_times_out_with_llm_error(server):
+    server.hang_next(1, seconds=10)
+    async with OpenAICompletion(server.base_url, "k", "slow-model", timeout=0.5, max_retries=2) as completion:
+        with pytest.raises(LlmError) as info:
+            await completion.complete(SYNTHESIS.system, SYNTHESIS.user)
+    assert info.value.retryable is True
+    assert "timed out after 0.5s" in str(info.value) and "(model slow-model)" in str(info.value)
+
+
+async def test_hanging_stream_open_times_out(server):
+    server.hang_next(1, seconds=10)
+    async with OpenAICompletion(server.base_url, "k", "m", timeout=0.5, max_retries=0) as completion:
+        with pytest.raises(LlmError, match="timed out after 0.5s"):
+            async for _ in completion.stream(SYNTHESIS.system, SYNTHESIS.user):
+                pass
+
+
+async def test_latency_below_the_timeout_is_fine(server):
+    server.set_latency(50)
+    async with OpenAICompletion(server.base_url, "k", "m", timeout=5) as completion:
+        assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == EXPECTED
+
+
+async def test_connection_refused_is_retryable_and_named():
+    async with OpenAICompletion("http://127.0.0.1:9/v1", "k", "m", max_retries=1, backoff_initial=0.01) as completion:
+        with pytest.raises(LlmError) as info:
+            await completion.complete("s", "u")
+    assert info.value.retryable is True
+    assert str(info.value).startswith("LLM endpoint http://127.0.0.1:9/v1 (model m) failed: connection error")
+
+
+# ------------------------------------------------------------------------ configuration
+def test_configuration_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1234/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_MODEL", "qwen-0.5b")
+    completion = OpenAICompletion()
+    assert (completion.base_url, completion.api_key, completion.model) == ("http://127.0.0.1:1234/v1", "sk-test",
+                                                                          "qwen-0.5b")
+    assert completion.endpoint == "http://127.0.0.1:1234/v1 (model qwen-0.5b)"
+
+
+def test_missing_endpoint_and_bad_options_are_clear(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="no LLM endpoint configured"):
+        OpenAICompletion()
+    with pytest.raises(ValueError, match="temperature"):
+        OpenAICompletion("http://127.0.0.1:9/v1", temperature=3)
+    with pytest.raises(ValueError, match="max_tokens"):
+        OpenAICompletion("http://127.0.0.1:9/v1", max_tokens=0)
+
+
+async def test_per_call_overrides_are_validated(client):
+    with pytest.raises(ValueError, match="temperature"):
+        await client.complete("s", "u", temperature=-1)
+
+
+# ---------------------------------------------------------------- prompter over HTTP
+async def test_llm_prompter_counts_malformed_jsonl_as_dropped(client, server):
+    prompter = LlmPrompter(client)
+    terms = {"query": "Who discovered polonium?", "knowledge": EDGES}
+    clean = await prompter.run("kg-edge-selection", terms)
+    assert [o["id"] for o in clean.objects] == ["e1"] and clean.dropped == 0
+    server.malform_next(1)
+    dirty = await prompter.run("kg-edge-selection", terms)
+    assert dirty.objects == clean.objects
+    assert dirty.dropped == MALFORMED_EXTRA_LINES == 3
+    assert dirty.reasons[0].startswith("line 1: malformed JSON")
+    assert dirty.reasons[-1].endswith("expected a JSON object, got list")
+    assert dirty.model == "extractive" and dirty.in_token > 0
+
+
+async def test_llm_prompter_with_replaced_garbage(client, server):
+    server.malform_next(1, text="I think edge e1 is relevant because it mentions polonium.")
+    result = await LlmPrompter(client).run("kg-edge-selection", {"query": "q", "knowledge": EDGES})
+    assert result.objects == [] and result.dropped == 1
+
+
+# --------------------------------------------------------------------- scripted mode
+async def test_scripted_replies_by_template_and_in_order():
+    script = {"kg-edge-selection": ['{"id": "e2", "reasoning": "scripted"}'], "kg-synthesis": "Scripted answer."}
+    with start_server("scripted", script) as scripted:
+        async with OpenAICompletion(scripted.base_url, "k", "gpt-test", max_retries=0) as completion:
+            prompter = LlmPrompter(completion)
+            selection = await prompter.run("kg-edge-selection", {"query": "q", "knowledge": EDGES})
+            assert selection.objects == [{"id": "e2", "reasoning": "scripted"}]
+            assert selection.model == "gpt-test"
+            for _ in range(2):
+                assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == "Scripted answer."
+            with pytest.raises(LlmError, match="no reply left for template 'kg-edge-selection'"):
+                await prompter.run("kg-edge-selection", {"query": "q", "knowledge": EDGES})
+    with start_server("scripted", ["one", "two"]) as ordered:
+        async with OpenAICompletion(ordered.base_url, "k", "m", max_retries=0) as completion:
+            assert [(await completion.complete("", "x")).text for _ in range(2)] == ["one", "two"]
+            with pytest.raises(LlmError, match="script is exhausted"):
+                await completion.complete("", "x")
+
+
+async def test_scripted_callable_sees_the_parsed_template():
+    seen = []
+
+    def reply(template_id, terms, messages):
+        seen.append((template_id, terms["query"], len(messages)))
+        return "ok"
+
+    with start_server("scripted", reply) as scripted:
+        async with OpenAICompletion(scripted.base_url, "k", "m") as completion:
+            assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == "ok"
+    assert seen == [("kg-synthesis", "Who discovered polonium?", 2)]
+
+
+async def test_extractive_mode_rejects_prompts_without_a_template(client):
+    with pytest.raises(LlmError) as info:
+        await client.complete("You are helpful.", "Hello there")
+    assert info.value.status == 400 and "no 'task: <template-id>' line" in str(info.value)
+
+
+# ------------------------------------------------------------------------- raw HTTP
+def test_models_errors_and_json_mode_over_raw_http(server):
+    with urllib.request.urlopen(f"{server.base_url}/models") as response:
+        listing = json.load(response)
+    assert [m["id"] for m in listing["data"]] == ["extractive", "all-MiniLM-L6-v2-onnx-int8"]
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(f"{server.base_url}/nothing")
+    assert info.value.code == 404
+    assert json.load(info.value)["error"]["type"] == "invalid_request_error"
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", data=b"{not json",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request)
+    assert info.value.code == 400 and "not valid JSON" in json.load(info.value)["error"]["message"]
+    body = {"model": "m", "response_format": {"type": "json_object"},
+            "messages": [{"role": "system", "content": render("kg-edge-selection", {
+                "query": "Who discovered polonium?", "knowledge": EDGES}).system},
+                {"role": "user", "content": render("kg-edge-selection", {
+                    "query": "Who discovered polonium?", "knowledge": EDGES}).user}]}
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        content = json.load(response)["choices"][0]["message"]["content"]
+    assert [o["id"] for o in json.loads(content)["objects"]] == ["e1"]
+
+
+def test_server_binds_loopback_only(server):
+    assert server.base_url.startswith("http://127.0.0.1:")
+    assert server._httpd.server_address[0] == "127.0.0.1"
+
+
+def test_command_line_prints_the_base_url_and_serves():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trustgraph_flow.model.testserver", "--port", "0", "--latency-ms", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        base_url = process.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        with urllib.request.urlopen(f"{base_url}/models", timeout=10) as response:
+            assert json.load(response)["data"][0]["id"] == "extractive"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.returncode == 0
+    assert "extractive backend (model id 'extractive')" in process.stderr.read()
+
+
+def test_command_line_rejects_a_bad_script(tmp_path):
+    bad = tmp_path / "script.json"
+    bad.write_text("{oops")
+    result = subprocess.run([sys.executable, "-m", "trustgraph_flow.model.testserver", "--mode", "scripted",
+                             "--script", str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "cannot read --script" in result.stderr
