@@ -37,11 +37,21 @@ class Connection:
         self.backend = None
         self._clients: dict[str, RequestResponseClient] = {}
 
+    @classmethod
+    def attach(cls, stack, timeout: float = 120.0) -> "Connection":
+        """A connection to an already running stack (tests, benchmarks); leaving it does not stop the stack."""
+        conn = cls(None, None, (), timeout, stack.flow)
+        conn.backend = stack.backend
+        conn._attached = stack
+        return conn
+
     @property
     def embedded(self) -> bool:
         return self.pulsar_url is None
 
     async def __aenter__(self) -> "Connection":
+        if getattr(self, "_attached", None) is not None:
+            return self
         if self.pulsar_url:
             from trustgraph_base.pubsub import open_backend
 
@@ -75,8 +85,9 @@ class Connection:
 
     async def settle(self) -> None:
         """Embedded: wait until every message the command caused has been handled (traces stored)."""
-        if self.stack is not None:
-            await self.stack.wait_idle()
+        stack = self.stack or getattr(self, "_attached", None)
+        if stack is not None and hasattr(stack.backend, "pending"):
+            await stack.wait_idle()
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
         for c in self._clients.values():
@@ -84,6 +95,8 @@ class Connection:
                 await c.stop()
             except Exception:  # noqa: BLE001 - closing on the way out
                 pass
+        if getattr(self, "_attached", None) is not None:
+            return  # the stack belongs to the caller
         if self.stack is not None:
             if exc_type is None:
                 await self.stack.wait_idle()

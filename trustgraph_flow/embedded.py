@@ -33,6 +33,7 @@ class EmbeddedStack:
     backend: Any
     processors: list[Processor] = field(default_factory=list)
     stores: list[Any] = field(default_factory=list)
+    flow: str = "default"
 
     def get(self, processor_id: str) -> Processor:
         for p in self.processors:
@@ -47,8 +48,11 @@ class EmbeddedStack:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         quiet_since = None
+        pending = getattr(self.backend, "pending", None)
+        if pending is None:  # a real broker: no queue depth to read, so wait for a longer quiet period
+            settle = max(settle, 1.0)
         while loop.time() < deadline:
-            busy = any(p.in_flight for p in self.processors) or self.backend.pending() > 0
+            busy = any(p.in_flight for p in self.processors) or (pending is not None and pending() > 0)
             now = loop.time()
             if busy:
                 quiet_since = None
@@ -73,19 +77,25 @@ QUERY = STORAGE + ("graph-embeddings-query", "document-embeddings-query", "embed
                    "text-completion")
 INGEST = ("librarian", "decoder", "chunker", "kg-extract", "graph-embeddings-write", "document-embeddings-write",
           "embeddings", "prompt", "text-completion") + STORAGE
-ALL = tuple(dict.fromkeys(QUERY + INGEST + ("graph-rag", "document-rag", "agent-manager-react", "trace-admin")))
+SERVICES = QUERY + ("graph-rag", "document-rag", "agent-manager-react", "trace-admin")
+ALL = tuple(dict.fromkeys(SERVICES + INGEST))
 
 
 async def start_embedded(home: Path | None = None, *, flow: str = "default", only: tuple[str, ...] = ALL,
                          llm: str = "auto", settings: dict[str, dict] | None = None,
-                         backend=None) -> EmbeddedStack:
-    """Start the embedded stack (the processors named in ``only``) and return it.
+                         backend=None, store: str = "sqlite", store_options: dict | None = None) -> EmbeddedStack:
+    """Start the processors named in ``only`` in this process and return the running stack.
 
-    :param home: data directory (default ``$TG_HOME`` or ``~/.trustgraph``).
+    The default is the embedded deployment (in-process bus, SQLite).  Tests and benchmarks
+    also run the very same processors over Pulsar (``backend``) and Cassandra (``store``).
+
+    :param home: SQLite data directory (default ``$TG_HOME`` or ``~/.trustgraph``).
     :param only: processor ids to run (see :data:`ALL`); a command needing only trace listing
         starts just the triples services.
     :param llm: ``auto`` | ``extractive`` | ``openai`` for the prompt service.
-    :param settings: extra constructor parameters per processor id.
+    :param settings: extra constructor parameters per processor id (they override the defaults).
+    :param backend: a pub/sub backend (default: a new in-process one).
+    :param store: ``sqlite`` or ``cassandra``; ``store_options`` are passed to the store openers.
     """
     from trustgraph_base.store.librarian import open_librarian_store
     from trustgraph_base.store.triples import open_triples_store
@@ -103,42 +113,49 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
     from .storage.triples.service import TriplesWriteService
     from .storage.vectors.service import DocumentEmbeddingsWriter, GraphEmbeddingsWriter
 
-    options = {"home": Path(home)} if home else {}
+    from .common.stores import store_options_from
+
+    if store == "sqlite":
+        options = {"home": Path(home)} if home else {}
+        options.update(store_options or {})
+    else:
+        options = store_options_from(store, store_options)
     stores: dict[str, Any] = {}
 
-    def store(kind: str):
+    def shared(kind: str):
+        """One store object per kind, shared by every processor that needs it."""
         if kind not in stores:
             if kind == "triples":
-                stores[kind] = open_triples_store("sqlite", **options)
+                stores[kind] = open_triples_store(store, **options)
             elif kind == "librarian":
-                stores[kind] = open_librarian_store("sqlite", **options)
+                stores[kind] = open_librarian_store(store, **options)
             else:
-                stores[kind] = open_vector_index("sqlite", kind=kind, **options)
+                stores[kind] = open_vector_index(store, kind=kind, **options)
         return stores[kind]
 
     backend = backend or open_backend("memory")
     extra = settings or {}
     use_llm = llm == "openai" or (llm == "auto" and _llm_configured())
     factories = {
-        "triples-write": lambda: (TriplesWriteService, {"triples_store": store("triples")}),
-        "triples-query": lambda: (TriplesQueryService, {"triples_store": store("triples")}),
-        "graph-embeddings-query": lambda: (GraphEmbeddingsQuery, {"vector_index": store("graph")}),
-        "document-embeddings-query": lambda: (DocumentEmbeddingsQuery, {"vector_index": store("document")}),
+        "triples-write": lambda: (TriplesWriteService, {"triples_store": shared("triples")}),
+        "triples-query": lambda: (TriplesQueryService, {"triples_store": shared("triples")}),
+        "graph-embeddings-query": lambda: (GraphEmbeddingsQuery, {"vector_index": shared("graph")}),
+        "document-embeddings-query": lambda: (DocumentEmbeddingsQuery, {"vector_index": shared("document")}),
         "embeddings": lambda: (EmbeddingsService, {}),
         "prompt": lambda: (PromptService, {"llm": "openai" if use_llm else "extractive"}),
         "text-completion": lambda: (TextCompletionService, {}) if use_llm else None,
-        "librarian": lambda: (LibrarianService, {"librarian_store": store("librarian"),
-                                                 "triples_store": store("triples"),
-                                                 "document_index": store("document"), "graph_index": store("graph")}),
+        "librarian": lambda: (LibrarianService, {"librarian_store": shared("librarian"),
+                                                 "triples_store": shared("triples"),
+                                                 "document_index": shared("document"), "graph_index": shared("graph")}),
         "decoder": lambda: (DecoderService, {}),
         "chunker": lambda: (ChunkerService, {}),
         "kg-extract": lambda: (KgExtractService, {"extractor": "llm" if use_llm else "pattern"}),
-        "graph-embeddings-write": lambda: (GraphEmbeddingsWriter, {"vector_index": store("graph")}),
-        "document-embeddings-write": lambda: (DocumentEmbeddingsWriter, {"vector_index": store("document")}),
+        "graph-embeddings-write": lambda: (GraphEmbeddingsWriter, {"vector_index": shared("graph")}),
+        "document-embeddings-write": lambda: (DocumentEmbeddingsWriter, {"vector_index": shared("document")}),
         "graph-rag": lambda: (GraphRagService, {}),
         "document-rag": lambda: (DocumentRagService, {}),
         "agent-manager-react": lambda: (AgentService, {}),
-        "trace-admin": lambda: (TraceAdminService, {"triples_store": store("triples")}),
+        "trace-admin": lambda: (TraceAdminService, {"triples_store": shared("triples")}),
     }
     unknown = set(only) - set(factories)
     if unknown:
@@ -149,8 +166,8 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
         if made is None:
             continue
         cls, kw = made
-        procs.append(cls(backend=backend, flow=flow, **kw, **extra.get(pid, {})))
-    stack = EmbeddedStack(backend, [], list(stores.values()))
+        procs.append(cls(backend=backend, flow=flow, **{**kw, **extra.get(pid, {})}))
+    stack = EmbeddedStack(backend, [], list(stores.values()), flow)
     try:
         for p in procs:
             await p.start()

@@ -28,6 +28,14 @@ from .topics import QUEUE_CLASSES, TOPICSPACE, is_persistent, parse_queue, pulsa
 log = logging.getLogger(__name__)
 
 
+def _errors() -> tuple[type[BaseException], ...]:
+    """Exceptions of pulsar-client: the C++ binding's and the asyncio wrapper's (not related classes)."""
+    import pulsar
+    import pulsar.asyncio
+
+    return (pulsar.PulsarException, pulsar.asyncio.PulsarException)
+
+
 def _admin_url_for(url: str) -> str:
     host = urllib.parse.urlparse(url).hostname or "127.0.0.1"
     return f"http://{host}:8080"
@@ -59,11 +67,9 @@ class PulsarProducer:
         self.queue = queue
 
     async def send(self, data: bytes, properties: dict[str, str] | None = None) -> None:
-        import pulsar
-
         try:
             await self._producer.send(bytes(data), properties=properties or {})
-        except pulsar.PulsarException as e:
+        except _errors() as e:
             raise BackendError(f"send to {self.queue} failed: {e}") from e
 
     async def close(self) -> None:
@@ -81,8 +87,6 @@ class PulsarConsumer:
         self._exclusive = exclusive
 
     async def receive(self, timeout: float | None = None) -> Message:
-        import pulsar
-
         try:
             if timeout is None:
                 m = await self._consumer.receive()
@@ -90,7 +94,7 @@ class PulsarConsumer:
                 m = await asyncio.wait_for(self._consumer.receive(), timeout)
         except asyncio.TimeoutError:
             raise ReceiveTimeout(f"no message on {self.queue} within {timeout} s") from None
-        except pulsar.PulsarException as e:
+        except _errors() as e:
             raise BackendError(f"receive on {self.queue} failed: {e}") from e
         return Message(data=m.data(), properties=dict(m.properties()), queue=self.queue,
                        message_id=str(m.message_id()), redelivery_count=m.redelivery_count(), handle=m)
@@ -98,10 +102,19 @@ class PulsarConsumer:
     async def ack(self, message: Message) -> None:
         # The C++ client groups acks and sends them in the background; awaiting a future per
         # ack (the asyncio wrapper) costs a thread hop per message and caps a consumer at ~5k/s.
-        self._consumer._consumer.acknowledge(message.handle._message)
+
+        try:
+            self._consumer._consumer.acknowledge(message.handle._message)
+        except _errors() as e:
+            # The consumer is gone (shutdown, lost connection): the broker redelivers the message,
+            # which handlers tolerate (idempotent writes).
+            log.warning("ack of %s on %s failed (%s); it will be redelivered", message.message_id, self.queue, e)
 
     async def nack(self, message: Message) -> None:
-        self._consumer._consumer.negative_acknowledge(message.handle._message)
+        try:
+            self._consumer._consumer.negative_acknowledge(message.handle._message)
+        except _errors() as e:
+            log.warning("nack of %s on %s failed (%s)", message.message_id, self.queue, e)
 
     async def close(self) -> None:
         try:
@@ -158,11 +171,9 @@ class PulsarBackend:
             self._tenant_ready = True
 
     async def _guard(self, what: str, coro):
-        import pulsar
-
         try:
             return await asyncio.wait_for(coro, self.connect_timeout + 5)
-        except (asyncio.TimeoutError, pulsar.PulsarException) as e:
+        except (asyncio.TimeoutError, *_errors()) as e:
             raise BackendUnavailable(f"cannot {what} on Pulsar at {self.url}: {e or 'timed out'}") from e
 
     async def create_producer(self, queue: str) -> PulsarProducer:

@@ -19,12 +19,13 @@ class DocumentRagService(Processor):
 
     default_id = "document-rag"
 
-    def __init__(self, *, doc_limit: int = 10, explain_collection: str = "", **params):
+    def __init__(self, *, doc_limit: int = 10, explain_collection: str = "",
+                 client_timeouts: dict[str, float] | None = None, **params):
         super().__init__(**params)
         self.add(request_spec("document-rag", self.flow, self.on_request))
         self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
         for service in ("embeddings", "document-embeddings", "prompt", "librarian"):
-            self.add(client_spec(service, self.flow))
+            self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
         self.ports = BusPorts(self, PromptOutcome)
         self.rag = DocumentRag(self.ports, DocumentRagSettings(doc_limit, explain_collection))
 

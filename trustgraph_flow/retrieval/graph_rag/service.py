@@ -25,12 +25,13 @@ class GraphRagService(Processor):
     default_id = "graph-rag"
 
     def __init__(self, *, entity_limit: int = 50, triple_limit: int = 30, max_subgraph_size: int = 150,
-                 max_path_length: int = 2, edge_limit: int = 25, explain_collection: str = "", **params):
+                 max_path_length: int = 2, edge_limit: int = 25, explain_collection: str = "",
+                 client_timeouts: dict[str, float] | None = None, **params):
         super().__init__(**params)
         self.add(request_spec("graph-rag", self.flow, self.on_request))
         self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
         for service in ("embeddings", "graph-embeddings", "triples", "prompt", "librarian"):
-            self.add(client_spec(service, self.flow))
+            self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
         self.ports = BusPorts(self, PromptOutcome)
         self.rag = GraphRag(self.ports, GraphRagSettings(entity_limit, triple_limit, max_subgraph_size,
                                                          max_path_length, edge_limit, explain_collection))
