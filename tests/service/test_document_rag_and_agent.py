@@ -1,0 +1,223 @@
+"""DocumentRAG and the ReAct agent on real processors, on both deployments.
+
+DocumentRAG: event order, chunks in the trace are extraction-provenance chunk URIs, stored ==
+streamed, SHACL-valid, errors end the session.  Agent: Question → Analysis 1 → Analysis 2 →
+Conclusion with a linked GraphRAG sub-trace, each Analysis streamed as its iteration completes,
+max-iterations stops cleanly with a trace that says so, a tool error becomes an observation,
+a parse failure is recoverable, requests without a session id record nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.provenance.walk import collect_trace
+from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.rdf.validation import validate_trace
+from trustgraph_base.schema import AgentRequest, DocumentRagQuery, TriplePattern
+from trustgraph_flow.embedded import SERVICES as QUERY_STACK
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def triples_store(stack):
+    return next(s for s in stack.stores if hasattr(s, "list_traces"))
+
+
+async def stored_trace(stack, deployment, uri):
+    store = triples_store(stack)
+
+    async def q(patterns):
+        return [t for r in store.query_many(deployment.user, deployment.collection, patterns) for t in r]
+
+    return await collect_trace(q, uri)
+
+
+def keys(triples):
+    return {(serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)) for t in triples}
+
+
+async def stream(stack, service, request, timeout=90):
+    from trustgraph_cli.connection import Connection
+
+    async with Connection.attach(stack, timeout=timeout) as conn:
+        msgs = [m async for m in (await conn.client(service)).stream(request)]
+    await stack.wait_idle()
+    return msgs
+
+
+# ------------------------------------------------------------------ DocumentRAG
+async def test_document_rag_explains_which_chunks(deployment, llm_server, llm_settings):
+    seen: dict = {}
+
+    def script(template_id, terms, messages):
+        assert template_id == "document-prompt"
+        seen["documents"] = terms["documents"]
+        return "Polonium was discovered in 1898 by Marie and Pierre Curie."
+
+    llm_server.set_script(script)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "document-rag", DocumentRagQuery(
+            query="When was polonium discovered?", user=deployment.user, collection=deployment.collection,
+            doc_limit=4, streaming=True))
+        q_uri = msgs[0].explain_id
+        stored = await stored_trace(stack, deployment, q_uri)
+        source = triples_store(stack)
+        chunk_types = {}
+        for c in (d["id"] for d in seen["documents"]):
+            found = source.query(deployment.user, deployment.collection, TriplePattern(
+                s=next(t.o for t in stored if t.p.value == ns.TG_SELECTED_CHUNK and t.o.value == c),
+                p=None, g=ns.GRAPH_SOURCE))
+            chunk_types[c] = {t.o.value for t in found if t.p.value == ns.RDF_TYPE}
+    finally:
+        await stack.stop()
+    kinds = [("explain", m.explain_id.rsplit("/", 1)[-1] if "/" in m.explain_id else "question")
+             if m.message_type == "explain" else ("final" if m.end_of_session else "chunk") for m in msgs]
+    assert kinds[:2] == [("explain", "question"), ("explain", "exploration")], kinds
+    assert kinds[-2:] == [("explain", "synthesis"), "final"], kinds
+    assert q_uri.startswith("urn:trustgraph:docrag:")
+    assert len(seen["documents"]) == 4
+    # selected chunks are the chunk entities of extraction provenance
+    assert all(ns.TG_CHUNK_TYPE in types for types in chunk_types.values()) and len(chunk_types) == 4
+    streamed = [t for m in msgs if m.message_type == "explain" for t in m.explain_triples]
+    assert keys(stored) == keys(streamed)
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
+    content = next(t.o.value for t in stored if t.p.value == ns.TG_CONTENT)
+    assert content == "Polonium was discovered in 1898 by Marie and Pierre Curie."
+    assert msgs[-1].sources and {s.uri for s in msgs[-1].sources} <= {d.id for d in deployment.documents}
+
+
+async def test_document_rag_error_ends_session(deployment, llm_server, llm_settings):
+    llm_server.set_script(lambda *a: "unused")
+    llm_server.fail_next(20, status=503, message="overloaded")
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "document-rag", DocumentRagQuery(
+            query="When was polonium discovered?", user=deployment.user, collection=deployment.collection))
+        stored = await stored_trace(stack, deployment, msgs[0].explain_id)
+    finally:
+        llm_server.clear_faults()
+        await stack.stop()
+    assert msgs[-1].error is not None and msgs[-1].end_of_session and msgs[-1].end_of_stream
+    assert any(t.o.value == ns.TG_ERROR for t in stored if t.p.value == ns.RDF_TYPE)
+    assert validate_trace(stored).conforms
+
+
+# ------------------------------------------------------------------ agent
+def agent_script(steps: list[str], graph_answer: str = "Marie Curie and Pierre Curie discovered polonium."):
+    """Agent replies in order; GraphRAG sub-queries get a selection of polonium edges and a fixed answer."""
+    replies = iter(steps)
+
+    def script(template_id, terms, messages):
+        if template_id == "agent-react":
+            return next(replies)
+        if template_id == "kg-edge-selection":
+            chosen = [k for k in terms["knowledge"] if "polonium" in (k["s"] + k["o"]).lower()][:2]
+            return "\n".join(json.dumps({"id": k["id"], "reasoning": "about polonium"}) for k in chosen)
+        if template_id == "kg-synthesis":
+            return graph_answer
+        if template_id == "document-prompt":
+            return "The documents say polonium was named after Poland."
+        raise AssertionError(template_id)
+
+    return script
+
+
+async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server, llm_settings):
+    llm_server.set_script(agent_script([
+        'Thought: I should ask the knowledge graph.\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
+        'Thought: Now the documents, for the name.\nAction: document-query\nArgs: {\n  "question": "Why is it called polonium?"\n}',
+        "Thought: I have both facts.\nFinal Answer: Marie and Pierre Curie discovered polonium, named after Poland.",
+    ]))
+    sid = f"test-{uuid.uuid4().hex[:8]}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium and why the name?",
+                                                         user=deployment.user, collection=deployment.collection,
+                                                         session_id=sid))
+        root = f"urn:trustgraph:agent:{sid}"
+        stored = await stored_trace(stack, deployment, root)
+        listed = triples_store(stack).list_traces(deployment.user, deployment.collection, "", 50, "")
+    finally:
+        await stack.stop()
+    explain_ids = [m.explain_id for m in msgs if m.message_type == "explain"]
+    own = [e for e in explain_ids if e.startswith(root)]
+    assert own == [root, f"{root}/i1", f"{root}/i2", f"{root}/final"]
+    # each Analysis is streamed when its iteration completes: after its observation, before the next thought
+    order = [(m.message_type, m.explain_id) for m in msgs]
+    i1 = order.index(("explain", f"{root}/i1"))
+    obs = [k for k, (t, _) in enumerate(order) if t == "observation"]
+    thoughts = [k for k, (t, _) in enumerate(order) if t == "thought"]
+    assert obs[0] < i1 < thoughts[1]
+    assert msgs[-1].end_of_dialog
+    answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
+    assert "polonium" in answer.lower()
+    # structure of the stored trace
+    by = {}
+    for t in stored:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    assert by[f"{root}/i1"][ns.PROV_WAS_DERIVED_FROM] == [root]
+    assert by[f"{root}/i2"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
+    assert by[f"{root}/final"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i2"]
+    assert json.loads(by[f"{root}/i1"][ns.TG_ARGUMENTS][0]) == {"question": "Who discovered polonium?"}
+    assert "discovered polonium" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
+    # the GraphRAG sub-trace records the Analysis that asked, and is stored with the agent's trace
+    subs = [s for s, p in by.items() if ns.TG_QUERY in p and s != root]
+    assert len(subs) == 2
+    graph_sub = next(s for s in subs if s.startswith("urn:trustgraph:question:"))
+    assert by[graph_sub][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
+    doc_sub = next(s for s in subs if s.startswith("urn:trustgraph:docrag:"))
+    assert by[doc_sub][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i2"]
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
+    parents = {t.uri: t.parent for t in listed.traces}
+    assert parents[root] == "" and parents[graph_sub] == f"{root}/i1"
+
+
+async def test_agent_max_iterations_tool_error_and_parse_failure(deployment, llm_server, llm_settings):
+    llm_server.set_script(agent_script([
+        "I will just ramble without the grammar.",
+        'Thought: try a tool that does not exist\nAction: crystal-ball\nArgs: {"question": "x"}',
+        'Thought: graph\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
+    ]))
+    sid = f"test-{uuid.uuid4().hex[:8]}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(
+        llm_server, **{"agent-manager-react": {"max_iterations": 3}}))
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        root = f"urn:trustgraph:agent:{sid}"
+        stored = await stored_trace(stack, deployment, root)
+    finally:
+        await stack.stop()
+    by = {}
+    for t in stored:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
+    assert "could not be parsed" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
+    assert by[f"{root}/i2"][ns.TG_TOOL_ERROR] and "Unknown tool" in by[f"{root}/i2"][ns.TG_OBSERVATION][0]
+    assert by[f"{root}/final"][ns.TG_TERMINATION_REASON] == ["max-iterations"]
+    assert "stopped after 3 steps" in by[f"{root}/final"][ns.TG_ANSWER][0]
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None
+    assert validate_trace(stored).conforms
+
+
+async def test_agent_without_session_id_records_nothing(deployment, llm_server, llm_settings):
+    llm_server.set_script(agent_script(["Thought: easy\nFinal Answer: 42"]))
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        before = triples_store(stack).list_traces(deployment.user, deployment.collection, "agent", 1000, "")
+        msgs = await stream(stack, "agent", AgentRequest(question="What is six times seven?", user=deployment.user,
+                                                         collection=deployment.collection))
+        after = triples_store(stack).list_traces(deployment.user, deployment.collection, "agent", 1000, "")
+    finally:
+        await stack.stop()
+    assert not [m for m in msgs if m.message_type == "explain"]
+    assert [m.content for m in msgs if m.message_type == "answer" and m.content] == ["42"]
+    assert len(after.traces) == len(before.traces)
