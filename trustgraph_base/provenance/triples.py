@@ -280,7 +280,12 @@ def subgraph_triples(subgraph_uri: str, chunk_uri: str, extracted: Iterable[Trip
 def activity_triples(activity_uri: str, component: str, version: str, *, model: str = "",
                      used_uri: str = "", timestamp: datetime | str | None = None,
                      graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
-    """An extraction Activity and the software Agent that ran it (component, version, model)."""
+    """An extraction Activity and the software Agent that ran it (component, version, model).
+
+    The activity URI is derived from the component and its input, and no time is recorded
+    unless ``timestamp`` is given, so processing the same input again writes the same
+    triples (re-loading a document is idempotent).
+    """
     from .uris import agent_uri
 
     a = _iri(activity_uri)
@@ -288,7 +293,8 @@ def activity_triples(activity_uri: str, component: str, version: str, *, model: 
     out = _types(a, graph, ns.PROV_ACTIVITY)
     out.append(Triple(a, LABEL, _text(component), graph))
     out.append(Triple(a, _c(ns.PROV_WAS_ASSOCIATED_WITH), ag, graph))
-    out.append(Triple(a, _c(ns.PROV_STARTED_AT_TIME), timestamp_literal(timestamp), graph))
+    if timestamp is not None:
+        out.append(Triple(a, _c(ns.PROV_STARTED_AT_TIME), timestamp_literal(timestamp), graph))
     if used_uri:
         out.append(Triple(a, _c(ns.PROV_USED), _iri(used_uri), graph))
     out.append(Triple(ag, A, _c(ns.PROV_AGENT), graph))

@@ -1,0 +1,144 @@
+"""Ingestion with extraction provenance, on both deployments.
+
+Every extracted edge resolves through ``tg:contains`` to its chunk, page and document;
+re-loading a document is idempotent; bad documents are refused whole while the pipeline
+keeps serving others; removing a document removes its chunks, provenance, vectors and the
+knowledge only it contained.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.provenance import uris
+from trustgraph_base.schema import IRI, TRIPLE, DocumentMetadata, LibrarianRequest, Term, TriplePattern
+from trustgraph_base.processor import ServiceError
+from trustgraph_flow.embedded import INGEST
+
+pytestmark = pytest.mark.timeout(600)
+
+TEXT = b"""# Lise Meitner
+
+Lise Meitner was born in Vienna. Lise Meitner worked with Otto Hahn in Berlin.
+Otto Hahn discovered nuclear fission in 1938. Lise Meitner explained nuclear fission with Otto Frisch.
+Meitnerium is named after Lise Meitner.
+"""
+
+OTHER = b"""Otto Hahn discovered nuclear fission in 1938. Otto Hahn won the Nobel Prize in Chemistry in 1944.
+"""
+
+
+def store_of(stack, attr):
+    return next(s for s in stack.stores if hasattr(s, attr))
+
+
+async def load(stack, user, collection, docs):
+    from trustgraph_cli.connection import Connection
+    from trustgraph_cli.load import load_documents
+
+    async with Connection.attach(stack, timeout=120) as conn:
+        await load_documents(conn, user, collection, docs, idle_timeout=120, show=False)
+    await stack.wait_idle()
+
+
+def source_graph_size(triples, user, collection):
+    return sum(len(b) for b in triples.iter_query(user, collection, TriplePattern(g=ns.GRAPH_SOURCE)))
+
+
+async def test_every_edge_resolves_to_chunk_page_document(deployment):
+    user, coll = deployment.user, f"ingest-{uuid.uuid4().hex[:6]}"
+    doc_id = "https://trustgraph.ai/doc/test-meitner"
+    stack = await deployment.start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+    try:
+        await load(stack, user, coll, [(doc_id, "Lise Meitner", "text/markdown", TEXT)])
+        triples = store_of(stack, "list_traces")
+        knowledge = [t for b in triples.iter_query(user, coll, TriplePattern(g="")) for t in b]
+        edges = [t for t in knowledge if t.p.value != ns.RDFS_LABEL]
+        assert len(edges) >= 5
+        contains = Term(IRI, ns.TG_CONTAINS)
+        for e in edges:
+            found = triples.query(user, coll, TriplePattern(p=contains, o=Term(TRIPLE, triple=e), g=ns.GRAPH_SOURCE))
+            assert found, f"edge {e} has no subgraph"
+            sg = found[0].s.value
+            chunk = triples.query(user, coll, TriplePattern(s=Term(IRI, sg), p=Term(IRI, ns.PROV_WAS_DERIVED_FROM),
+                                                            g=ns.GRAPH_SOURCE))[0].o.value
+            page = triples.query(user, coll, TriplePattern(s=Term(IRI, chunk), p=Term(IRI, ns.PROV_WAS_DERIVED_FROM),
+                                                           g=ns.GRAPH_SOURCE))[0].o.value
+            doc = triples.query(user, coll, TriplePattern(s=Term(IRI, page), p=Term(IRI, ns.PROV_WAS_DERIVED_FROM),
+                                                          g=ns.GRAPH_SOURCE))[0].o.value
+            assert doc == doc_id and page == uris.page_uri(doc_id, 1) and chunk.startswith("urn:chunk:")
+            types = {t.o.value for t in triples.query(user, coll, TriplePattern(s=Term(IRI, chunk), g=ns.GRAPH_SOURCE))
+                     if t.p.value == ns.RDF_TYPE}
+            assert ns.TG_CHUNK_TYPE in types
+        # activity/agent records name the extractor honestly
+        models = {t.o.value for b in triples.iter_query(user, coll, TriplePattern(p=Term(IRI, ns.TG_LLM_MODEL),
+                                                                                  g=ns.GRAPH_SOURCE)) for t in b}
+        assert models == {"extractive"}
+
+        # re-loading the same document is idempotent
+        before = source_graph_size(triples, user, coll), len(knowledge)
+        await load(stack, user, coll, [(doc_id, "Lise Meitner", "text/markdown", TEXT)])
+        after = (source_graph_size(triples, user, coll),
+                 sum(len(b) for b in triples.iter_query(user, coll, TriplePattern(g=""))))
+        assert after == before
+
+        # removing it removes chunks, provenance, chunk vectors and the knowledge only it held,
+        # while a fact also extracted from another document stays
+        other_id = "https://trustgraph.ai/doc/test-hahn"
+        await load(stack, user, coll, [(other_id, "Otto Hahn", "text/plain", OTHER)])
+        from trustgraph_cli.connection import Connection
+
+        async with Connection.attach(stack) as conn:
+            await conn.request("librarian", LibrarianRequest(operation="remove-document", user=user,
+                                                             collection=coll, document_id=doc_id))
+        await stack.wait_idle()
+        librarian = store_of(stack, "stream_content")
+        assert doc_id not in {m.id for m in librarian.list_documents(user)}
+        remaining_source = [t for b in triples.iter_query(user, coll, TriplePattern(g=ns.GRAPH_SOURCE)) for t in b]
+        assert not [t for t in remaining_source if t.s.value == doc_id or t.o.value == doc_id]
+        assert not [t for t in remaining_source if t.s.value.startswith("urn:chunk:") and
+                    t.o.value == uris.page_uri(doc_id, 1)]
+        kept = [t for b in triples.iter_query(user, coll, TriplePattern(g="")) for t in b]
+        labels = {t.s.value: t.o.value for t in kept if t.p.value == ns.RDFS_LABEL}
+        assert any(labels.get(t.s.value) == "Otto Hahn" and "fission" in labels.get(t.o.value, "")
+                   for t in kept if t.o.type == IRI), "the shared fact must survive"
+        assert not [t for t in kept if labels.get(t.s.value) == "Meitnerium"], "knowledge only in the removed doc"
+        docs_index = next(s for s in stack.stores if getattr(s, "kind", "") == "document")
+        info = docs_index.index_info(user, coll)
+        assert info is not None and info.count >= 1  # the other document's chunk vectors remain
+    finally:
+        await stack.stop()
+
+
+@pytest.mark.parametrize("name,kind,content,reason", [
+    ("empty.txt", "text/plain", b"", "empty"),
+    ("noise.txt", "text/plain", bytes(range(256)) * 40, "binary"),
+    ("latin1.txt", "text/plain", "caf\xe9 cr\xe8me".encode("latin-1"), "UTF-8"),
+    ("broken.pdf", "application/pdf", b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog", "PDF"),
+    ("thing.xyz", "application/x-unknown", b"hello", "kind"),
+])
+async def test_bad_documents_are_refused_whole(deployment, name, kind, content, reason):
+    user, coll = deployment.user, f"bad-{uuid.uuid4().hex[:6]}"
+    stack = await deployment.start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+    try:
+        from trustgraph_cli.connection import Connection
+
+        doc_id = f"https://trustgraph.ai/doc/bad-{uuid.uuid4().hex[:6]}"
+        async with Connection.attach(stack) as conn:
+            with pytest.raises(ServiceError) as err:
+                await conn.request("librarian", LibrarianRequest(
+                    operation="add-document", user=user, collection=coll, document_id=doc_id, content=content,
+                    document_metadata=DocumentMetadata(id=doc_id, kind=kind, title=name)))
+        assert reason.lower() in str(err.value).lower()
+        librarian = store_of(stack, "stream_content")
+        assert doc_id not in {m.id for m in librarian.list_documents(user)}
+        # the pipeline keeps working for other documents
+        await load(stack, user, coll, [("https://trustgraph.ai/doc/good-" + uuid.uuid4().hex[:6], "Good",
+                                        "text/plain", OTHER)])
+        triples = store_of(stack, "list_traces")
+        assert triples.query(user, coll, TriplePattern(g="", limit=1))
+    finally:
+        await stack.stop()
