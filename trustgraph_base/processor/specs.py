@@ -7,11 +7,14 @@ start and closes them on stop.  Queue ids come from :mod:`trustgraph_base.pubsub
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..schema.primitives import Error
 
-Handler = Callable[[Any, "MessageContext"], Awaitable[None]]  # noqa: F821 - see context.py
+if TYPE_CHECKING:
+    from .context import MessageContext
+
+Handler = Callable[[Any, "MessageContext"], Awaitable[None]]
 
 
 @dataclass

@@ -45,3 +45,39 @@ def store_options_from(store: str, options: dict[str, Any] | None) -> dict[str, 
     if store == "sqlite" and "home" in options and options["home"] is not None:
         options["home"] = Path(options["home"])
     return options
+
+
+class StoreBackedProcessor:
+    """Mixin for processors that use stores: store options, opening (or being handed) stores,
+    closing the ones they opened on stop.  Use as ``class X(StoreBackedProcessor, Processor)``.
+
+    ``self.use_store(given, opener, **kw)`` returns ``given`` when a shared store object was passed
+    in (the embedded stack shares one per kind), else opens one with ``opener(store, **options)``
+    and remembers to close it.
+    """
+
+    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, **params):
+        super().__init__(**params)
+        self.store_backend = store
+        self.store_options = store_options_from(store, store_options)
+        self._owned_stores: list = []
+
+    def use_store(self, given, opener, **kw):
+        if given is not None:
+            return given
+        opened = opener(self.store_backend, **kw, **self.store_options)
+        self._owned_stores.append(opened)
+        return opened
+
+    async def on_stop(self) -> None:
+        for s in self._owned_stores:
+            s.close()
+        self._owned_stores.clear()
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_store_args(parser)
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict:
+        return store_params(args)

@@ -22,7 +22,7 @@ from trustgraph_base.schema.library import DOCUMENT_TYPES, SOURCE
 from trustgraph_base.store.librarian import open_librarian_store
 
 from ..common.services import request_spec
-from ..common.stores import add_store_args, store_options_from, store_params
+from ..common.stores import StoreBackedProcessor
 from ..ingest.decoding import DEFAULT_MAX, decode_document, detect_kind, normalize_kind
 from .removal import remove_document_data
 
@@ -31,33 +31,22 @@ log = logging.getLogger(__name__)
 STREAM_CHUNK = 1 << 20
 
 
-class LibrarianService(Processor):
+class LibrarianService(StoreBackedProcessor, Processor):
     """Stores documents, pages, chunks and answers; starts processing; removes with cascade."""
 
     default_id = "librarian"
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, librarian_store=None,
-                 triples_store=None, document_index=None, graph_index=None, max_document_bytes: int = DEFAULT_MAX,
-                 **params):
+    def __init__(self, *, librarian_store=None, triples_store=None, document_index=None, graph_index=None,
+                 max_document_bytes: int = DEFAULT_MAX, **params):
         super().__init__(**params)
-        options = store_options_from(store, store_options)
-        self.store = librarian_store or open_librarian_store(store, **options)
-        self._owned = [] if librarian_store else [self.store]
-        if triples_store is None:
-            from trustgraph_base.store.triples import open_triples_store
+        from trustgraph_base.store.triples import open_triples_store
+        from trustgraph_base.store.vectors import open_vector_index
 
-            triples_store = open_triples_store(store, **options)
-            self._owned.append(triples_store)
-        if document_index is None or graph_index is None:
-            from trustgraph_base.store.vectors import open_vector_index
-
-            if document_index is None:
-                document_index = open_vector_index(store, kind="document", **options)
-                self._owned.append(document_index)
-            if graph_index is None:
-                graph_index = open_vector_index(store, kind="graph", **options)
-                self._owned.append(graph_index)
-        self.triples, self.document_index, self.graph_index = triples_store, document_index, graph_index
+        self.store = self.use_store(librarian_store, open_librarian_store)
+        # Removal cascades into the triples and both vector indexes.
+        self.triples = self.use_store(triples_store, open_triples_store)
+        self.document_index = self.use_store(document_index, open_vector_index, kind="document")
+        self.graph_index = self.use_store(graph_index, open_vector_index, kind="graph")
         self.max_document_bytes = max_document_bytes
         self.add(request_spec("librarian", self.flow, self.on_request))
         self.add(ProducerSpec("load", flow_queue("document-load", self.flow), DocumentRef))
@@ -144,18 +133,14 @@ class LibrarianService(Processor):
         "list-children": _list_children, "process-document": _process, "remove-document": _remove,
     }
 
-    async def on_stop(self) -> None:
-        for s in self._owned:
-            s.close()
-
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
+        super().add_args(parser)
         parser.add_argument("--max-document-bytes", type=int, default=DEFAULT_MAX)
 
     @classmethod
     def params_from_args(cls, args: argparse.Namespace) -> dict:
-        return {**store_params(args), "max_document_bytes": args.max_document_bytes}
+        return {**super().params_from_args(args), "max_document_bytes": args.max_document_bytes}
 
 
 def run() -> None:

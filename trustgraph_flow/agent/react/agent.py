@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.agent import agent_final_triples, agent_iteration_triples, agent_session_triples

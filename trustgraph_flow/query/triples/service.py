@@ -8,7 +8,6 @@ Streaming requests get results in batches of ``batch_size`` with ``is_final`` on
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 
@@ -20,7 +19,7 @@ from trustgraph_base.schema import (
 from trustgraph_base.store.triples import open_triples_store
 
 from ...common.services import request_spec
-from ...common.stores import add_store_args, store_options_from, store_params
+from ...common.stores import StoreBackedProcessor
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +31,14 @@ def _key(t) -> tuple:
     return (serialize_term(t.s), serialize_term(t.p), serialize_term(t.o), t.g)
 
 
-class TriplesQueryService(Processor):
+class TriplesQueryService(StoreBackedProcessor, Processor):
     """Answers TriplesQueryRequest and TraceListRequest from the triple store."""
 
     default_id = "triples-query"
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, triples_store=None, **params):
+    def __init__(self, *, triples_store=None, **params):
         super().__init__(**params)
-        self.store = triples_store or open_triples_store(store, **store_options_from(store, store_options))
-        self._owns_store = triples_store is None
+        self.store = self.use_store(triples_store, open_triples_store)
         self.add(request_spec("triples", self.flow, self.on_query))
         self.add(request_spec("trace-list", self.flow, self.on_trace_list, name="trace-list"))
 
@@ -105,18 +103,6 @@ class TriplesQueryService(Processor):
         page = await asyncio.to_thread(self.store.list_traces, req.user, req.collection, req.type, req.limit,
                                        req.cursor)
         await ctx.respond(TraceListResponse(traces=page.traces, next_cursor=page.next_cursor))
-
-    async def on_stop(self) -> None:
-        if self._owns_store:
-            self.store.close()
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
-
-    @classmethod
-    def params_from_args(cls, args: argparse.Namespace) -> dict:
-        return store_params(args)
 
 
 def run() -> None:

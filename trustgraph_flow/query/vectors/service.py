@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
 from trustgraph_base.processor import Processor, launch
@@ -13,7 +12,7 @@ from trustgraph_base.schema import (
 from trustgraph_base.store.vectors import open_vector_index
 
 from ...common.services import request_spec
-from ...common.stores import add_store_args, store_options_from, store_params
+from ...common.stores import StoreBackedProcessor
 
 MAX_LIMIT = 1000
 
@@ -26,32 +25,18 @@ def _check(limit: int, vector) -> int:
     return limit
 
 
-class _VectorQuery(Processor):
+class _VectorQuery(StoreBackedProcessor, Processor):
     kind = ""
     service = ""
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, vector_index=None, **params):
+    def __init__(self, *, vector_index=None, **params):
         super().__init__(**params)
-        self.index = vector_index or open_vector_index(store, kind=self.kind,
-                                                       **store_options_from(store, store_options))
-        self._owns_index = vector_index is None
+        self.index = self.use_store(vector_index, open_vector_index, kind=self.kind)
         self.add(request_spec(self.service, self.flow, self.on_request))
 
     async def search(self, req):
         limit = _check(req.limit, req.vector)
         return await asyncio.to_thread(self.index.search, req.user, req.collection, req.model, req.vector, limit)
-
-    async def on_stop(self) -> None:
-        if self._owns_index:
-            self.index.close()
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
-
-    @classmethod
-    def params_from_args(cls, args: argparse.Namespace) -> dict:
-        return store_params(args)
 
 
 class GraphEmbeddingsQuery(_VectorQuery):

@@ -9,7 +9,6 @@ so one tenant can never delete another's traces.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 from datetime import datetime, timedelta, timezone
@@ -22,20 +21,19 @@ from trustgraph_base.store.names import check_collection, check_user
 from trustgraph_base.store.triples import open_triples_store
 
 from ...common.services import client_spec, request_spec
-from ...common.stores import add_store_args, store_options_from, store_params
+from ...common.stores import StoreBackedProcessor
 
 log = logging.getLogger(__name__)
 
 
-class TraceAdminService(Processor):
+class TraceAdminService(StoreBackedProcessor, Processor):
     """Deletes and prunes stored traces."""
 
     default_id = "trace-admin"
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, triples_store=None, **params):
+    def __init__(self, *, triples_store=None, **params):
         super().__init__(**params)
-        self.store = triples_store or open_triples_store(store, **store_options_from(store, store_options))
-        self._owns_store = triples_store is None
+        self.store = self.use_store(triples_store, open_triples_store)
         self.add(request_spec("trace-admin", self.flow, self.on_request))
         self.add(client_spec("librarian", self.flow))
 
@@ -102,18 +100,6 @@ class TraceAdminService(Processor):
             if not page.next_cursor:
                 return found
             cursor = page.next_cursor
-
-    async def on_stop(self) -> None:
-        if self._owns_store:
-            self.store.close()
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
-
-    @classmethod
-    def params_from_args(cls, args: argparse.Namespace) -> dict:
-        return store_params(args)
 
 
 def run() -> None:

@@ -9,7 +9,6 @@ triples, extraction provenance and knowledge all arrive here.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 
@@ -18,20 +17,19 @@ from trustgraph_base.schema import IngestProgress, Triples
 from trustgraph_base.store.triples import open_triples_store
 
 from ...common.services import flow_spec, progress_queue
-from ...common.stores import add_store_args, store_options_from, store_params
+from ...common.stores import StoreBackedProcessor
 
 log = logging.getLogger(__name__)
 
 
-class TriplesWriteService(Processor):
+class TriplesWriteService(StoreBackedProcessor, Processor):
     """Writes triple batches to the triple store (SQLite or Cassandra)."""
 
     default_id = "triples-write"
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, triples_store=None, **params):
+    def __init__(self, *, triples_store=None, **params):
         super().__init__(**params)
-        self.store = triples_store or open_triples_store(store, **store_options_from(store, store_options))
-        self._owns_store = triples_store is None
+        self.store = self.use_store(triples_store, open_triples_store)
         self.add(flow_spec("triples-store", self.flow, self.on_triples))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
 
@@ -42,18 +40,6 @@ class TriplesWriteService(Processor):
         if meta.root:
             await self.producer("progress").send(IngestProgress(
                 user=meta.user, collection=meta.collection, document_id=meta.root, stage="stored", item_id=meta.id))
-
-    async def on_stop(self) -> None:
-        if self._owns_store:
-            self.store.close()
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
-
-    @classmethod
-    def params_from_args(cls, args: argparse.Namespace) -> dict:
-        return store_params(args)
 
 
 def run() -> None:

@@ -6,7 +6,6 @@ with the index, so vectors of different models are never mixed.  Both are idempo
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
@@ -14,17 +13,15 @@ from trustgraph_base.schema import Chunk, EmbeddingsRequest, EntityContexts, Ing
 from trustgraph_base.store.vectors import VectorItem, open_vector_index
 
 from ...common.services import client_spec, flow_spec, progress_queue
-from ...common.stores import add_store_args, store_options_from, store_params
+from ...common.stores import StoreBackedProcessor
 
 
-class _VectorWriter(Processor):
+class _VectorWriter(StoreBackedProcessor, Processor):
     kind = ""
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, vector_index=None, **params):
+    def __init__(self, *, vector_index=None, **params):
         super().__init__(**params)
-        self.index = vector_index or open_vector_index(store, kind=self.kind,
-                                                       **store_options_from(store, store_options))
-        self._owns_index = vector_index is None
+        self.index = self.use_store(vector_index, open_vector_index, kind=self.kind)
         self.add(client_spec("embeddings", self.flow))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
 
@@ -35,18 +32,6 @@ class _VectorWriter(Processor):
     async def progress(self, meta, document_id: str, stage: str, item_id: str) -> None:
         await self.producer("progress").send(IngestProgress(user=meta.user, collection=meta.collection,
                                                             document_id=document_id, stage=stage, item_id=item_id))
-
-    async def on_stop(self) -> None:
-        if self._owns_index:
-            self.index.close()
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
-
-    @classmethod
-    def params_from_args(cls, args: argparse.Namespace) -> dict:
-        return store_params(args)
 
 
 class GraphEmbeddingsWriter(_VectorWriter):
