@@ -1,0 +1,563 @@
+"""The embedded triple store: one SQLite file per user under ``$TG_HOME/triples/`` (WAL, ``synchronous=NORMAL``).
+
+Why it is laid out this way:
+
+* **Interned terms.**  Each canonical term string (and each graph IRI, as ``<iri>``) is stored
+  once in ``terms`` and quads hold small integers, so the six B-trees below stay narrow.
+  Terms are found through an integer look-up hash (CRC-32 combined with the byte length,
+  indexed; the stored text decides on a collision), which keeps that index small.  The default graph is id 0.
+  Writers remember string -> id in a process cache; ids only enter it after their
+  transaction committed, and a ``terms_epoch`` counter (bumped when :meth:`delete_collection`
+  garbage-collects terms) makes every writer drop a stale cache at the start of its
+  transaction.  Readers never use the cache: bound terms are looked up inside the same
+  statement.
+* **The prefix property, with six B-trees.**  ``quads`` is a ``WITHOUT ROWID`` table keyed
+  ``(c, s, p, o, g)``; five covering indexes ``(c,s,o,g)``, ``(c,s,g,p)``, ``(c,o,p,g)``,
+  ``(c,g,o,p)``, ``(c,p,g,o)`` (each ends with the key columns it lacks) make every
+  combination of bound ``s``, ``p``, ``o``, ``g`` an equality prefix of one of them - the same
+  guarantee the Cassandra layouts give, so no pattern scans more than it returns.  Six is the
+  minimum: each of the six two-position combinations needs its own index.  (Cassandra needs
+  a seventh, the bucketed scan table, because there a graph-leading index would be one hot
+  partition; SQLite has no partitions.)
+* **Collections** are rows of ``collections`` (``AUTOINCREMENT``: a deleted collection's id is
+  never reused); ``c`` leads every index, so one collection never sees another's rows.
+* **Trace index**: ``traces`` keyed ``(c, uri)`` with indexes ``(c, ts, uri)`` and
+  ``(c, type, ts, uri)``; listing reads one index range backwards, ``O(limit)``.
+* **Threads**: services call the store from worker threads; each thread gets its own
+  connection per user file (WAL lets readers run beside the one writer), writers take the
+  write lock up front (``BEGIN IMMEDIATE``) and wait up to ``busy_timeout``.
+  :meth:`iter_query` reads through a connection of its own, so a half-consumed iterator never
+  holds a transaction open on a connection the thread writes with.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from ...schema.primitives import Triple
+from ...schema.query import TraceSummary, TriplePattern
+from ..errors import StoreError, StoreUnavailable
+from ..names import tg_home, user_file
+from ..triples import (
+    IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
+    check_trace_query, encode_cursor, extract_traces, prepare_triples, question_type_of, term_from_key,
+)
+
+__all__ = ["SqliteTriplesStore"]
+
+SCHEMA_VERSION = "2"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS collections (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, h INTEGER NOT NULL, text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS terms_h ON terms (h);
+CREATE TABLE IF NOT EXISTS quads (
+    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
+    PRIMARY KEY (c, s, p, o, g)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS quads_sog ON quads (c, s, o, g);
+CREATE INDEX IF NOT EXISTS quads_sgp ON quads (c, s, g, p);
+CREATE INDEX IF NOT EXISTS quads_opg ON quads (c, o, p, g);
+CREATE INDEX IF NOT EXISTS quads_gop ON quads (c, g, o, p);
+CREATE INDEX IF NOT EXISTS quads_pgo ON quads (c, p, g, o);
+CREATE TABLE IF NOT EXISTS traces (
+    c INTEGER NOT NULL, uri TEXT NOT NULL, type TEXT NOT NULL, question TEXT NOT NULL, time TEXT NOT NULL,
+    ts INTEGER NOT NULL, parent TEXT NOT NULL, PRIMARY KEY (c, uri)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS traces_time ON traces (c, ts, uri);
+CREATE INDEX IF NOT EXISTS traces_type_time ON traces (c, type, ts, uri);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2'), ('terms_epoch', '0');
+"""
+
+#: Which index serves each set of bound positions (``s``, ``p``, ``o``, ``g``); ``None`` = the primary key.
+_INDEX_FOR: dict[frozenset, str | None] = {}
+for _index, _order in ((None, "spog"), ("quads_sog", "sogp"), ("quads_sgp", "sgpo"), ("quads_opg", "opgs"),
+                       ("quads_gop", "gops"), ("quads_pgo", "pgos")):
+    for _n in range(len(_order), -1, -1):
+        _INDEX_FOR.setdefault(frozenset(_order[:_n]), _index)
+del _index, _order, _n
+
+_SELECT = ("SELECT ts.text, tp.text, tob.text, tg.text FROM quads AS q {hint} "
+           "CROSS JOIN terms AS ts ON ts.id = q.s CROSS JOIN terms AS tp ON tp.id = q.p "
+           "CROSS JOIN terms AS tob ON tob.id = q.o LEFT JOIN terms AS tg ON tg.id = q.g ")
+_TERM_ID = "(SELECT id FROM terms WHERE h = ? AND text = ?)"
+_CHUNK = 500  # bound parameters per IN (...) look-up
+_CACHE_MAX = 250_000
+
+
+class _TermIds:
+    """Process-wide string -> id cache of one database file, invalidated by the file's ``terms_epoch``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.epoch = -1
+        self.ids: dict[str, int] = {}
+
+    def sync(self, epoch: int) -> None:
+        """Called inside a write transaction: drop everything if the file's epoch moved."""
+        with self.lock:
+            if epoch != self.epoch:
+                self.ids = {}
+                self.epoch = epoch
+
+    def remember(self, epoch: int, new: dict[str, int]) -> None:
+        """Add ids committed under ``epoch`` (ignored if the cache has moved on since)."""
+        with self.lock:
+            if epoch != self.epoch:
+                return
+            if len(self.ids) + len(new) > _CACHE_MAX:
+                self.ids = {}
+            self.ids.update(new)
+
+
+class SqliteTriplesStore:
+    """:class:`~trustgraph_base.store.triples.TriplesStore` on one SQLite file per user.
+
+    :param home: data directory (default :func:`~trustgraph_base.store.names.tg_home`); files go
+        to ``home/triples/``.
+    :param busy_timeout: seconds a writer waits for another process's write lock.
+    :param cache_mb: SQLite page cache per connection, in MiB.
+    """
+
+    backend = "sqlite"
+
+    def __init__(self, home: Path | str | None = None, *, busy_timeout: float = 30.0, cache_mb: int = 64) -> None:
+        self.home = Path(home) if home is not None else tg_home()
+        self._busy_timeout = float(busy_timeout)
+        self._cache_kib = int(cache_mb) * 1024
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._initialised: set[Path] = set()
+        self._term_ids: dict[Path, _TermIds] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------ connections
+
+    def path(self, user: str) -> Path:
+        """The SQLite file of ``user`` (validated name)."""
+        check_names(user)
+        return user_file("triples", user, home=self.home)
+
+    def _open(self, path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{self._cache_kib}")
+        # Checkpoint every ~40 MiB of WAL instead of 4 MiB: bulk loads rewrite the same index
+        # pages in consecutive transactions, and each checkpoint copies (and syncs) them again.
+        conn.execute("PRAGMA wal_autocheckpoint=10000")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        with self._lock:
+            if path not in self._initialised:
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+                conn.execute("COMMIT")
+                if version != SCHEMA_VERSION:
+                    conn.close()
+                    raise StoreError(f"{path} has triple-store schema version {version}, "
+                                     f"this code reads version {SCHEMA_VERSION}")
+                self._initialised.add(path)
+                self._term_ids.setdefault(path, _TermIds())
+            self._connections.append(conn)
+        return conn
+
+    def _conn(self, user: str, create: bool = True) -> sqlite3.Connection | None:
+        """This thread's connection to ``user``'s file; ``None`` if the file does not exist and ``create`` is false."""
+        if self._closed:
+            raise StoreError("the triple store is closed")
+        conns = getattr(self._local, "conns", None)
+        if conns is None:
+            conns = self._local.conns = {}
+        conn = conns.get(user)
+        if conn is not None:
+            return conn
+        path = self.path(user)
+        if not path.exists():
+            if not create:
+                return None
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with _errors(path):
+            conn = conns[user] = self._open(path)
+        return conn
+
+    @contextmanager
+    def _write(self, user: str):
+        """A write transaction on this thread's connection (``BEGIN IMMEDIATE`` ... ``COMMIT``)."""
+        conn = self._conn(user)
+        path = self.path(user)
+        with _errors(path):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _collection_id(conn: sqlite3.Connection, collection: str) -> int | None:
+        row = conn.execute("SELECT id FROM collections WHERE name = ?", (collection,)).fetchone()
+        return row[0] if row else None
+
+    # ------------------------------------------------------------ writes
+
+    def insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
+        """Store ``triples`` in ``user``'s ``collection`` (all validated first; re-inserting is a no-op).
+
+        :param user: user name (validated).
+        :param collection: collection name (validated); registered if new.
+        :param triples: the triples, each in its graph (``g=""`` = default graph).
+        :returns: the number of distinct triples in the batch (all of them stored afterwards).
+        :raises InvalidQuery: a bad name or term (nothing written).
+        :raises StoreUnavailable: the file stayed locked longer than ``busy_timeout``.
+        """
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        traces = extract_traces(quads)
+        path = self.path(user)
+        with self._write(user) as conn:
+            cache = self._term_ids[path]
+            epoch = int(conn.execute("SELECT value FROM meta WHERE key = 'terms_epoch'").fetchone()[0])
+            cache.sync(epoch)
+            conn.execute("INSERT OR IGNORE INTO collections (name) VALUES (?)", (collection,))
+            cid = self._collection_id(conn, collection)
+            ids, new = _intern(conn, cache.ids, quads)
+            graph_ids = {g: ids[f"<{g}>"] if g else 0 for g in {q[3] for q in quads}}
+            rows = sorted([(cid, ids[s], ids[p], ids[o], graph_ids[g]) for s, p, o, g in quads])
+            conn.executemany("INSERT OR IGNORE INTO quads (c, s, p, o, g) VALUES (?, ?, ?, ?, ?)", rows)
+            if traces:
+                _index_traces(conn, cid, traces)
+        cache.remember(epoch, new)
+        return len(quads)
+
+    def delete(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
+        """Remove exactly ``triples`` (matching graph included) from ``user``'s ``collection``.
+
+        A removed ``?q rdf:type <Question class>`` also removes ``q`` from the trace index.
+
+        :returns: how many of them were stored.
+        """
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        if self._conn(user, create=False) is None:
+            return 0
+        with self._write(user) as conn:
+            cid = self._collection_id(conn, collection)
+            if cid is None:
+                return 0
+            before = conn.total_changes
+            conn.executemany(
+                f"DELETE FROM quads WHERE c = ? AND s = {_TERM_ID} AND p = {_TERM_ID} AND o = {_TERM_ID} "
+                f"AND g = CASE WHEN ? = '' THEN 0 ELSE {_TERM_ID} END",
+                [(cid, _hash(s), s, _hash(p), p, _hash(o), o, g, _hash(f"<{g}>"), f"<{g}>") for s, p, o, g in quads])
+            removed = conn.total_changes - before
+            questions = [(cid, q[0][1:-1]) for q in quads if question_type_of(q)]
+            if questions:
+                conn.executemany("DELETE FROM traces WHERE c = ? AND uri = ?", questions)
+        return removed
+
+    def delete_collection(self, user: str, collection: str) -> int:
+        """Remove ``collection`` entirely: its triples, its trace index and the terms nothing else uses.
+
+        :returns: how many triples it held (0 for an unknown collection).
+        """
+        check_names(user, collection)
+        if self._conn(user, create=False) is None:
+            return 0
+        with self._write(user) as conn:
+            cid = self._collection_id(conn, collection)
+            if cid is None:
+                return 0
+            count = conn.execute("SELECT count(*) FROM quads WHERE c = ?", (cid,)).fetchone()[0]
+            others = conn.execute("SELECT count(*) FROM collections WHERE id != ?", (cid,)).fetchone()[0]
+            if others:
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS gc_terms (id INTEGER PRIMARY KEY)")
+                conn.execute("DELETE FROM gc_terms")
+                conn.execute("INSERT OR IGNORE INTO gc_terms SELECT s FROM quads WHERE c = ?1 UNION "
+                             "SELECT p FROM quads WHERE c = ?1 UNION SELECT o FROM quads WHERE c = ?1 UNION "
+                             "SELECT g FROM quads WHERE c = ?1 AND g != 0", (cid,))
+            conn.execute("DELETE FROM quads WHERE c = ?", (cid,))
+            conn.execute("DELETE FROM traces WHERE c = ?", (cid,))
+            conn.execute("DELETE FROM collections WHERE id = ?", (cid,))
+            if others:
+                conn.execute(
+                    "DELETE FROM terms WHERE id IN (SELECT x.id FROM gc_terms AS x WHERE NOT EXISTS ("
+                    " SELECT 1 FROM collections AS k WHERE"
+                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.s = x.id) OR"
+                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.o = x.id) OR"
+                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.p = x.id) OR"
+                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.g = x.id)))")
+                conn.execute("DELETE FROM gc_terms")
+            else:
+                conn.execute("DELETE FROM terms")
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'terms_epoch'")
+        return count
+
+    # ------------------------------------------------------------ reads
+
+    def _where(self, cid: int, pk: PatternKey) -> tuple[str, str, list]:
+        """``(index hint, WHERE clause, parameters)`` for a validated pattern."""
+        clauses = ["q.c = ?"]
+        params: list = [cid]
+        bound = set()
+        for col, key in (("s", pk.s), ("p", pk.p), ("o", pk.o)):
+            if key is not None:
+                clauses.append(f"q.{col} = {_TERM_ID}")
+                params += (_hash(key), key)
+                bound.add(col)
+        if pk.g is not None:
+            bound.add("g")
+            if pk.g == "":
+                clauses.append("q.g = 0")
+            else:
+                clauses.append(f"q.g = {_TERM_ID}")
+                params += (_hash(f"<{pk.g}>"), f"<{pk.g}>")
+        index = _INDEX_FOR[frozenset(bound)]
+        hint = f"INDEXED BY {index}" if index else ""
+        return hint, " AND ".join(clauses), params
+
+    def _select(self, conn: sqlite3.Connection, collection: str, pk: PatternKey, limit: int | None):
+        """A cursor over the matching rows, or ``None`` if the collection does not exist."""
+        cid = self._collection_id(conn, collection)
+        if cid is None:
+            return None
+        hint, where, params = self._where(cid, pk)
+        sql = _SELECT.format(hint=hint) + "WHERE " + where
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return conn.execute(sql, params)
+
+    def query(self, user: str, collection: str, pattern: TriplePattern) -> list[Triple]:
+        """Triples of ``user``'s ``collection`` matching ``pattern``.
+
+        :param pattern: bound ``s``/``p``/``o`` terms (``None`` = any), ``g`` (``None`` = all graphs,
+            ``""`` = default graph, an IRI = that graph) and ``limit`` (0 = 10,000; at most 1,000,000).
+        :raises InvalidQuery: bad names, terms or limit.
+        """
+        check_names(user, collection)
+        pk = check_pattern(pattern)
+        conn = self._conn(user, create=False)
+        if conn is None:
+            return []
+        with _errors(self.path(user)):
+            cur = self._select(conn, collection, pk, pk.limit)
+            return [] if cur is None else [_triple(row) for row in cur]
+
+    def query_many(self, user: str, collection: str, patterns: Sequence[TriplePattern]) -> list[list[Triple]]:
+        """One result list per pattern, read in one transaction (a consistent snapshot)."""
+        check_names(user, collection)
+        keys = [check_pattern(p) for p in patterns]
+        conn = self._conn(user, create=False)
+        if conn is None:
+            return [[] for _ in keys]
+        out: list[list[Triple]] = []
+        with _errors(self.path(user)):
+            conn.execute("BEGIN")
+            try:
+                for pk in keys:
+                    cur = self._select(conn, collection, pk, pk.limit)
+                    out.append([] if cur is None else [_triple(row) for row in cur])
+            finally:
+                conn.execute("COMMIT")
+        return out
+
+    def iter_query(self, user: str, collection: str, pattern: TriplePattern,
+                   page_size: int = 1000) -> Iterator[list[Triple]]:
+        """Matching triples in pages of at most ``page_size``; ``pattern.limit`` 0 means all of them.
+
+        The pages come from one snapshot, read through a connection of the iterator's own.
+        """
+        check_names(user, collection)
+        pk = check_pattern(pattern)
+        check_page_size(page_size)
+        path = self.path(user)
+        if self._conn(user, create=False) is None:
+            return iter(())
+        return self._pages(path, collection, pk, page_size)
+
+    def _pages(self, path: Path, collection: str, pk: PatternKey, page_size: int) -> Iterator[list[Triple]]:
+        with _errors(path):
+            conn = sqlite3.connect(path, isolation_level=None, timeout=self._busy_timeout)
+        try:
+            with _errors(path):
+                conn.execute("BEGIN")
+                cur = self._select(conn, collection, pk, None if pk.unlimited else pk.limit)
+            if cur is None:
+                return
+            while True:
+                with _errors(path):
+                    rows = cur.fetchmany(page_size)
+                if not rows:
+                    return
+                yield [_triple(row) for row in rows]
+        finally:
+            conn.close()
+
+    def count(self, user: str, collection: str, pattern: TriplePattern) -> int:
+        """How many triples match ``pattern`` (its ``limit`` is ignored)."""
+        check_names(user, collection)
+        pk = check_pattern(pattern)
+        conn = self._conn(user, create=False)
+        if conn is None:
+            return 0
+        with _errors(self.path(user)):
+            cid = self._collection_id(conn, collection)
+            if cid is None:
+                return 0
+            hint, where, params = self._where(cid, pk)
+            return conn.execute(f"SELECT count(*) FROM quads AS q {hint} WHERE {where}", params).fetchone()[0]
+
+    def list_collections(self, user: str) -> list[str]:
+        """Names of ``user``'s collections, sorted."""
+        check_names(user)
+        conn = self._conn(user, create=False)
+        if conn is None:
+            return []
+        with _errors(self.path(user)):
+            return [r[0] for r in conn.execute("SELECT name FROM collections ORDER BY name")]
+
+    # ------------------------------------------------------------ trace index
+
+    def list_traces(self, user: str, collection: str, type: str = "", limit: int = 50,
+                    cursor: str = "") -> TracePage:
+        """Stored Questions of ``user``'s ``collection``, newest first.
+
+        :param type: ``""`` (all), ``"graphrag"``, ``"docrag"`` or ``"agent"``.
+        :param limit: page size, 1-1000 (0 = 50).
+        :param cursor: ``next_cursor`` of the previous page (``""`` = first page).
+        """
+        limit, after = check_trace_query(user, collection, type, limit, cursor)
+        conn = self._conn(user, create=False)
+        if conn is None:
+            return TracePage()
+        with _errors(self.path(user)):
+            cid = self._collection_id(conn, collection)
+            if cid is None:
+                return TracePage()
+            clauses, params = ["c = ?"], [cid]
+            if type:
+                clauses.append("type = ?")
+                params.append(type)
+            if after is not None:
+                clauses.append("(ts, uri) < (?, ?)")
+                params.extend(after)
+            index = "traces_type_time" if type else "traces_time"
+            rows = conn.execute(
+                f"SELECT ts, uri, type, question, time, parent FROM traces INDEXED BY {index} "
+                f"WHERE {' AND '.join(clauses)} ORDER BY ts DESC, uri DESC LIMIT ?", (*params, limit + 1)).fetchall()
+        page = [TraceSummary(uri=r[1], type=r[2], question=r[3], time=r[4], parent=r[5]) for r in rows[:limit]]
+        next_cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if len(rows) > limit else ""
+        return TracePage(page, next_cursor)
+
+    def get_trace(self, user: str, collection: str, question_uri: str) -> TraceSummary | None:
+        """The trace-index row of ``question_uri``, or ``None``."""
+        check_names(user, collection)
+        check_question_uri(question_uri)
+        conn = self._conn(user, create=False)
+        if conn is None:
+            return None
+        with _errors(self.path(user)):
+            row = conn.execute(
+                "SELECT t.uri, t.type, t.question, t.time, t.parent FROM traces AS t JOIN collections AS k "
+                "ON k.id = t.c WHERE k.name = ? AND t.uri = ?", (collection, question_uri)).fetchone()
+        return TraceSummary(*row) if row else None
+
+    def remove_trace(self, user: str, collection: str, question_uri: str) -> None:
+        """Drop ``question_uri`` from the trace index (its triples stay)."""
+        check_names(user, collection)
+        check_question_uri(question_uri)
+        if self._conn(user, create=False) is None:
+            return
+        with self._write(user) as conn:
+            conn.execute("DELETE FROM traces WHERE c = (SELECT id FROM collections WHERE name = ?) AND uri = ?",
+                         (collection, question_uri))
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        with self._lock:
+            self._closed = True
+            for conn in self._connections:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._connections.clear()
+
+
+# ---------------------------------------------------------------- helpers
+
+def _intern(conn: sqlite3.Connection, cached: dict[str, int],
+            quads: Sequence[QuadKey]) -> tuple[dict[str, int], dict[str, int]]:
+    """Ids of every term and graph (as ``<iri>``) of ``quads``: ``(all ids, ids not in the cache)``.
+
+    Unknown terms are inserted.  Runs inside the write transaction, so the ids it assigns
+    cannot race another writer.
+    """
+    keys = {q[0] for q in quads}
+    keys.update([q[1] for q in quads])
+    keys.update([q[2] for q in quads])
+    keys.update([f"<{g}>" for g in {q[3] for q in quads} if g])
+    missing = keys.difference(cached)
+    ids = {k: cached[k] for k in keys} if not missing else {k: cached[k] for k in keys.difference(missing)}
+    new: dict[str, int] = {}
+    if missing:
+        wanted = {key: _hash(key) for key in missing}
+        hashes = list(set(wanted.values()))
+        for i in range(0, len(hashes), _CHUNK):
+            part = hashes[i:i + _CHUNK]
+            for id_, text in conn.execute(f"SELECT id, text FROM terms WHERE h IN ({','.join('?' * len(part))})",
+                                          part):
+                if text in wanted:
+                    new[text] = id_
+        unknown = [key for key in wanted if key not in new]
+        if unknown:
+            start = (conn.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
+            rows = [(id_, wanted[text], text) for id_, text in zip(range(start, start + len(unknown)), unknown)]
+            conn.executemany("INSERT INTO terms (id, h, text) VALUES (?, ?, ?)", rows)
+            new.update((text, id_) for id_, _, text in rows)
+        ids.update(new)
+    return ids, new
+
+
+def _hash(key: str) -> int:
+    """The look-up hash of a term string: CRC-32 plus the length (collisions are resolved by the text)."""
+    b = key.encode("utf-8")
+    return zlib.crc32(b) | (len(b) << 32)
+
+
+def _index_traces(conn: sqlite3.Connection, cid: int, traces: Sequence[IndexedTrace]) -> None:
+    """Add Questions to the trace index; an already indexed Question keeps its row (idempotent)."""
+    conn.executemany(
+        "INSERT INTO traces (c, uri, type, question, time, ts, parent) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (c, uri) DO NOTHING",
+        [(cid, t.summary.uri, t.summary.type, t.summary.question, t.summary.time, t.ts, t.summary.parent)
+         for t in traces])
+
+
+def _triple(row: tuple) -> Triple:
+    s, p, o, g = row
+    return Triple(term_from_key(s), term_from_key(p), term_from_key(o), g[1:-1] if g else "")
+
+
+@contextmanager
+def _errors(path: Path):
+    """Map sqlite3 errors: lock time-outs to :class:`StoreUnavailable`, the rest to :class:`StoreError`."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:
+        text = str(e)
+        if "locked" in text or "busy" in text:
+            raise StoreUnavailable(f"triple store {path.name} is busy: {text}") from e
+        raise StoreError(f"triple store {path.name}: {text}") from e
+    except sqlite3.Error as e:
+        raise StoreError(f"triple store {path.name}: {e}") from e
