@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import StoreUnavailable
 
-__all__ = ["CassandraConfig", "connect", "ensure_keyspace", "shutdown_all"]
+__all__ = ["CassandraConfig", "DDL_TIMEOUT", "connect", "ensure_keyspace", "shutdown_all"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,11 @@ def connect(config: CassandraConfig | None = None):
         return session
 
 
-def ensure_keyspace(session, keyspace: str, replication_factor: int) -> None:
+#: Seconds a schema change may take: DDL waits for schema agreement and is slow on a busy node.
+DDL_TIMEOUT = 120.0
+
+
+def ensure_keyspace(session, keyspace: str, replication_factor: int, timeout: float = DDL_TIMEOUT) -> None:
     """Create ``keyspace`` (an already-validated storage name) once per process."""
     key = (id(session), keyspace)
     if key in _KEYSPACES:
@@ -86,7 +90,7 @@ def ensure_keyspace(session, keyspace: str, replication_factor: int) -> None:
         raise ValueError(f"unsafe keyspace name {keyspace!r}")
     session.execute(
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
-        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}")
+        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}", timeout=timeout)
     _KEYSPACES.add(key)
 
 
