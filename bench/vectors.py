@@ -135,14 +135,14 @@ def bench_librarian(backend: str, options: dict, user: str, docs: int, stack: st
     """Add then read back ``docs`` documents of 1 MB; returns add and get throughput."""
     store = open_librarian_store(backend, **options)
     contents = [os.urandom(1 << 20) for _ in range(docs)]
-    store.add_document(user, DocumentMetadata(id="urn:warm-up"), b"x")
+    store.add_document(user, "default", DocumentMetadata(id="urn:warm-up"), b"x")
     t = time.perf_counter()
     for i, content in enumerate(contents):
-        store.add_document(user, DocumentMetadata(id=f"urn:doc:{i}", title=f"doc {i}"), content)
+        store.add_document(user, "default", DocumentMetadata(id=f"urn:doc:{i}", title=f"doc {i}"), content)
     add_s = time.perf_counter() - t
     t = time.perf_counter()
     for i, content in enumerate(contents):
-        if store.get_content(user, f"urn:doc:{i}") != content:
+        if store.get_content(user, "default", f"urn:doc:{i}") != content:
             raise AssertionError(f"librarian returned wrong content for urn:doc:{i}")
     get_s = time.perf_counter() - t
     store.close()

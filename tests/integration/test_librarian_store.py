@@ -2,7 +2,8 @@
 
 The ``sqlite`` parameter runs everywhere (marked ``service``: real SQLite files, no server);
 the ``cassandra`` parameter is marked ``integration`` and needs ``CASSANDRA_HOST``.  Every
-test uses fresh user names; their Cassandra keyspaces are dropped afterwards.
+test uses fresh user names; their Cassandra keyspaces are dropped afterwards.  Documents
+belong to a user and a collection: most tests work in ``COLL``, the isolation tests use two.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ BACKENDS = [
     pytest.param("cassandra", marks=pytest.mark.integration, id="cassandra"),
 ]
 
+#: The collection most tests work in.
+COLL = "docs"
+
+#: Tables of each backend, by what they hold (every one has a ``collection`` column).
+TABLES = {
+    "sqlite": {"documents": "library_documents", "parts": "library_parts"},
+    "cassandra": {"documents": "library_documents", "parts": "library_parts", "objects": "library_objects",
+                  "by_type": "library_by_type", "children": "library_children"},
+}
+
 
 class Harness:
     """A store of one backend, fresh user names, and backend-level inspection for the checks."""
@@ -44,32 +55,48 @@ class Harness:
         self.users.append(name)
         return name
 
-    def part_sizes(self, user: str) -> list[int]:
-        """Sizes of every stored content part of ``user`` (read straight from the database)."""
+    def _rows(self, user: str, table: str, columns: str) -> list[tuple]:
+        """Every row of one table of ``user`` (read straight from the database), as tuples."""
         if self.backend == "sqlite":
             with sqlite3.connect(user_file("librarian", user, home=self.home)) as conn:
-                return [r[0] for r in conn.execute("SELECT length(data) FROM librarian_parts")]
+                return conn.execute(f"SELECT {columns} FROM {table}").fetchall()
         ks = storage_name("tg", user)
-        return [len(r.data) for r in self.session.execute(f"SELECT data FROM {ks}.librarian_parts", timeout=60)]
+        return [tuple(r) for r in self.session.execute(f"SELECT {columns} FROM {ks}.{table}", timeout=60)]
+
+    def part_sizes(self, user: str, collection: str | None = None) -> list[int]:
+        """Sizes of the stored content parts of ``user`` (of one collection, or of all)."""
+        rows = self._rows(user, "library_parts", "collection, data")
+        return [len(data) for coll, data in rows if collection is None or coll == collection]
+
+    def row_counts(self, user: str, collection: str) -> dict[str, int]:
+        """Rows each of the backend's tables holds for ``collection`` (index and registry tables included)."""
+        return {kind: sum(1 for (c,) in self._rows(user, table, "collection") if c == collection)
+                for kind, table in TABLES[self.backend].items()}
 
     def corrupt_first_part(self, user: str) -> None:
         """Injected fault: flip the stored bytes of one part behind the store's back."""
         if self.backend == "sqlite":
             with sqlite3.connect(user_file("librarian", user, home=self.home)) as conn:
-                conn.execute("UPDATE librarian_parts SET data = zeroblob(length(data)) WHERE part = 0")
+                conn.execute("UPDATE library_parts SET data = zeroblob(length(data)) WHERE part = 0")
             return
         ks = storage_name("tg", user)
-        row = self.session.execute(f"SELECT object_id, bucket, part, data FROM {ks}.librarian_parts "
+        row = self.session.execute(f"SELECT collection, object_id, bucket, part, data FROM {ks}.library_parts "
                                    f"WHERE part = 0 ALLOW FILTERING", timeout=60).one()
-        self.session.execute(f"UPDATE {ks}.librarian_parts SET data = %s WHERE object_id = %s AND bucket = %s "
-                             f"AND part = %s", (bytes(len(row.data)), row.object_id, row.bucket, row.part), timeout=60)
+        self.session.execute(f"UPDATE {ks}.library_parts SET data = %s WHERE collection = %s AND object_id = %s "
+                             f"AND bucket = %s AND part = %s",
+                             (bytes(len(row.data)), row.collection, row.object_id, row.bucket, row.part), timeout=60)
 
-    def fail_metadata_writes(self, user: str):
-        """Injected fault: make the final metadata write of an add fail; returns an undo callable."""
+    def fail_metadata_writes(self, user: str, unknown_outcome: bool = False):
+        """Injected fault: make the final metadata write of an add fail; returns an undo callable.
+
+        With ``unknown_outcome`` (Cassandra), every later read of a document row times out too, so
+        the store cannot tell whether its write landed and must leave what it wrote behind (as after
+        a crash); SQLite's transaction rolls back either way.
+        """
         if self.backend == "sqlite":
             path = user_file("librarian", user, home=self.home)
             with sqlite3.connect(path) as conn:
-                conn.execute("CREATE TRIGGER fail_add BEFORE INSERT ON librarian_documents "
+                conn.execute("CREATE TRIGGER fail_add BEFORE INSERT ON library_documents "
                              "BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
 
             def undo() -> None:
@@ -79,6 +106,7 @@ class Harness:
         from cassandra import OperationTimedOut
 
         real = self.store._session
+        tripped = []
 
         class FailingSession:
             """The real session, except that the metadata insert (the commit point) times out."""
@@ -88,8 +116,11 @@ class Harness:
 
             def execute(self, statement, *args, **kwargs):
                 cql = getattr(getattr(statement, "prepared_statement", statement), "query_string", "")
-                if "librarian_documents" in cql and "IF NOT EXISTS" in cql:
+                if "library_documents" in cql and "IF NOT EXISTS" in cql:
+                    tripped.append(cql)
                     raise OperationTimedOut("injected fault")
+                if unknown_outcome and tripped and "library_documents" in cql and cql.startswith("SELECT"):
+                    raise OperationTimedOut("injected fault: outcome unknown")
                 return real.execute(statement, *args, **kwargs)
 
         self.store._session = FailingSession()
@@ -98,8 +129,8 @@ class Harness:
             self.store._session = real
         return undo
 
-    def stored_part_count(self, user: str) -> int:
-        return len(self.part_sizes(user))
+    def stored_part_count(self, user: str, collection: str | None = None) -> int:
+        return len(self.part_sizes(user, collection))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -132,119 +163,256 @@ def meta(doc_id: str, **kw) -> DocumentMetadata:
 def test_add_get_metadata_and_content(lib):
     user = lib.user()
     triples = [Triple(iri("urn:doc:1"), iri("http://purl.org/dc/terms/title"), literal("Report", language="en"))]
-    stored = lib.store.add_document(user, meta("urn:doc:1", title="Report", kind="application/pdf",
+    stored = lib.store.add_document(user, COLL, meta("urn:doc:1", title="Report", kind="application/pdf",
                                                tags=["a", "b"], metadata=triples), b"hello world")
     assert stored.size == 11
     assert stored.sha256 == hashlib.sha256(b"hello world").hexdigest()
     assert stored.time > 0 and stored.parent_id == "" and stored.document_type == "source"
-    got = lib.store.get_metadata(user, "urn:doc:1")
+    got = lib.store.get_metadata(user, COLL, "urn:doc:1")
     assert got == stored
     assert got.metadata == triples and got.tags == ["a", "b"] and got.kind == "application/pdf"
-    assert lib.store.get_content(user, "urn:doc:1") == b"hello world"
-    assert [d.id for d in lib.store.list_documents(user)] == ["urn:doc:1"]
+    assert lib.store.get_content(user, COLL, "urn:doc:1") == b"hello world"
+    assert [d.id for d in lib.store.list_documents(user, COLL)] == ["urn:doc:1"]
 
 
 def test_five_megabyte_content_round_trip_in_bounded_parts(lib):
     user = lib.user()
     content = os.urandom(5 * 1024 * 1024 + 123)
-    lib.store.add_document(user, meta("big"), content)
+    lib.store.add_document(user, COLL, meta("big"), content)
     sizes = lib.part_sizes(user)
     assert len(sizes) == -(-len(content) // DEFAULT_PART_SIZE) == 21
     assert max(sizes) <= DEFAULT_PART_SIZE and sum(sizes) == len(content)
-    assert lib.store.get_content(user, "big") == content
-    chunks = list(lib.store.stream_content(user, "big", chunk_size=1 << 20))
+    assert lib.store.get_content(user, COLL, "big") == content
+    chunks = list(lib.store.stream_content(user, COLL, "big", chunk_size=1 << 20))
     assert [len(c) for c in chunks] == [1 << 20] * 5 + [123]
     assert b"".join(chunks) == content
 
 
 def test_stream_of_zero_byte_document_yields_one_empty_chunk(lib):
     user = lib.user()
-    stored = lib.store.add_document(user, meta("empty"), b"")
+    stored = lib.store.add_document(user, COLL, meta("empty"), b"")
     assert stored.size == 0 and stored.sha256 == hashlib.sha256(b"").hexdigest()
-    assert list(lib.store.stream_content(user, "empty")) == [b""]
-    assert lib.store.get_content(user, "empty") == b""
+    assert list(lib.store.stream_content(user, COLL, "empty")) == [b""]
+    assert lib.store.get_content(user, COLL, "empty") == b""
 
 
 def test_stream_rechunks_parts_at_any_chunk_size(lib):
     user = lib.user()
     content = os.urandom(3 * DEFAULT_PART_SIZE + 7)
-    lib.store.add_document(user, meta("odd"), content)
-    chunks = list(lib.store.stream_content(user, "odd", chunk_size=100_003))
+    lib.store.add_document(user, COLL, meta("odd"), content)
+    chunks = list(lib.store.stream_content(user, COLL, "odd", chunk_size=100_003))
     assert all(len(c) == 100_003 for c in chunks[:-1]) and 0 < len(chunks[-1]) <= 100_003
     assert b"".join(chunks) == content
     with pytest.raises(InvalidQuery, match="chunk_size"):
-        lib.store.stream_content(user, "odd", chunk_size=0)
+        lib.store.stream_content(user, COLL, "odd", chunk_size=0)
 
 
 # ----------------------------------------------------------------------------- isolation
 
 def test_users_are_isolated(lib):
     alice, bob = lib.user(), lib.user()
-    lib.store.add_document(alice, meta("shared-id", title="alice's"), b"alice")
+    lib.store.add_document(alice, COLL, meta("shared-id", title="alice's"), b"alice")
     with pytest.raises(NotFound):
-        lib.store.get_metadata(bob, "shared-id")
+        lib.store.get_metadata(bob, COLL, "shared-id")
     with pytest.raises(NotFound):
-        lib.store.get_content(bob, "shared-id")
-    assert lib.store.list_documents(bob) == []
-    lib.store.add_document(bob, meta("shared-id", title="bob's"), b"bob")  # same id, other user: no conflict
-    assert lib.store.get_content(alice, "shared-id") == b"alice"
-    assert lib.store.get_content(bob, "shared-id") == b"bob"
-    assert lib.store.remove_document(bob, "shared-id") == 1
-    assert lib.store.get_metadata(alice, "shared-id").title == "alice's"
+        lib.store.get_content(bob, COLL, "shared-id")
+    assert lib.store.list_documents(bob, COLL) == []
+    lib.store.add_document(bob, COLL, meta("shared-id", title="bob's"), b"bob")  # same id, other user: no conflict
+    assert lib.store.get_content(alice, COLL, "shared-id") == b"alice"
+    assert lib.store.get_content(bob, COLL, "shared-id") == b"bob"
+    assert lib.store.remove_document(bob, COLL, "shared-id") == 1
+    assert lib.store.get_metadata(alice, COLL, "shared-id").title == "alice's"
+
+
+def add_tree(lib, user: str, collection: str, tag: str = "") -> None:
+    """A source with a page, two chunks and an answer child, plus a top-level answer, in ``collection``."""
+    lib.store.add_document(user, collection, meta("doc", title=f"source{tag}"), f"the document{tag}".encode())
+    lib.store.add_child(user, collection, "doc", meta("doc/p1", document_type="page"), f"page{tag}".encode())
+    lib.store.add_child(user, collection, "doc/p1", meta("doc/p1/c1", document_type="chunk"), f"c1{tag}".encode())
+    lib.store.add_child(user, collection, "doc/p1", meta("doc/p1/c2", document_type="chunk"),
+                        os.urandom(DEFAULT_PART_SIZE + 3))
+    lib.store.add_document(user, collection, meta("urn:answer:1", document_type="answer"), f"answer{tag}".encode())
+
+
+TREE_IDS = ("doc", "doc/p1", "doc/p1/c1", "doc/p1/c2", "urn:answer:1")
+
+
+def test_collections_of_one_user_are_isolated(lib):
+    user = lib.user()
+    add_tree(lib, user, "a")
+    lib.store.add_document(user, "b", meta("only-in-b"), b"b's own")
+    for doc_id in TREE_IDS:  # nothing of collection a is reachable from collection b
+        for call in (lambda: lib.store.get_metadata(user, "b", doc_id),
+                     lambda: lib.store.get_content(user, "b", doc_id),
+                     lambda: lib.store.stream_content(user, "b", doc_id),
+                     lambda: lib.store.list_children(user, "b", doc_id),
+                     lambda: lib.store.remove_document(user, "b", doc_id)):
+            with pytest.raises(NotFound, match="collection 'b'"):
+                call()
+    for document_type in ("source", "page", "chunk", "answer"):
+        listed_b = {d.id for d in lib.store.list_documents(user, "b", document_type)}
+        assert listed_b == ({"only-in-b"} if document_type == "source" else set())
+    assert lib.store.list_documents(user, "never-used") == []
+    # ... and b's document is not reachable from a
+    with pytest.raises(NotFound):
+        lib.store.get_content(user, "a", "only-in-b")
+    assert [d.id for d in lib.store.list_documents(user, "a")] == ["doc"]
+    # a child cannot be hung under a parent of another collection
+    with pytest.raises(NotFound, match="parent"):
+        lib.store.add_child(user, "b", "doc", meta("doc/p9", document_type="page"), b"x")
+    # the failed lookups and removals from b changed nothing in a
+    assert [c.id for c in lib.store.list_children(user, "a", "doc/p1")] == ["doc/p1/c1", "doc/p1/c2"]
+    assert lib.store.get_content(user, "a", "doc/p1/c1") == b"c1"
+    assert {d.id for d in lib.store.list_documents(user, "a", "chunk")} == {"doc/p1/c1", "doc/p1/c2"}
+
+
+def test_same_document_id_lives_independently_in_two_collections(lib):
+    user = lib.user()
+    add_tree(lib, user, "a", tag="-a")
+    add_tree(lib, user, "b", tag="-b")  # same ids, other bytes: no DocumentExists across collections
+    for coll in ("a", "b"):
+        assert lib.store.get_content(user, coll, "doc") == f"the document-{coll}".encode()
+        assert lib.store.get_metadata(user, coll, "doc").title == f"source-{coll}"
+        assert b"".join(lib.store.stream_content(user, coll, "doc/p1", chunk_size=3)) == f"page-{coll}".encode()
+        assert [d.id for d in lib.store.list_documents(user, coll, "answer")] == ["urn:answer:1"]
+        assert [c.id for c in lib.store.list_children(user, coll, "doc")] == ["doc/p1"]
+    # idempotent re-add and conflict detection are per collection too
+    assert lib.store.add_document(user, "a", meta("doc"), b"the document-a").title == "source-a"
+    with pytest.raises(DocumentExists):
+        lib.store.add_document(user, "a", meta("doc"), b"the document-b")
+    # removing the tree from b leaves a's copy whole
+    assert lib.store.remove_document(user, "b", "doc") == 4
+    assert lib.store.remove_document(user, "b", "urn:answer:1") == 1
+    for doc_id in TREE_IDS:
+        with pytest.raises(NotFound):
+            lib.store.get_metadata(user, "b", doc_id)
+        assert lib.store.get_metadata(user, "a", doc_id).id == doc_id
+    assert lib.store.get_content(user, "a", "doc/p1/c1") == b"c1-a"
+    assert lib.stored_part_count(user, "b") == 0
+    assert lib.stored_part_count(user, "a") == 6  # five documents, one of them two parts long
+
+
+def test_delete_collection_removes_everything_of_it_and_only_that(lib):
+    user, other_user = lib.user(), lib.user()
+    add_tree(lib, user, "gone")
+    add_tree(lib, user, "kept", tag="-kept")
+    add_tree(lib, other_user, "gone", tag="-other")  # same collection name, another user
+    assert lib.row_counts(user, "gone")["documents"] == 5
+
+    assert lib.store.delete_collection(user, "gone") == 5
+    for doc_id in TREE_IDS:
+        with pytest.raises(NotFound):
+            lib.store.get_metadata(user, "gone", doc_id)
+        with pytest.raises(NotFound):
+            lib.store.stream_content(user, "gone", doc_id)
+    for document_type in ("source", "page", "chunk", "answer"):
+        assert lib.store.list_documents(user, "gone", document_type) == []
+    # every row of the collection is gone, index and registry tables included
+    assert set(lib.row_counts(user, "gone").values()) == {0}
+    # the other collection and the other user's same-named collection are untouched
+    assert lib.store.get_content(user, "kept", "doc/p1/c1") == b"c1-kept"
+    assert lib.store.get_content(other_user, "gone", "doc") == b"the document-other"
+    assert len(lib.store.list_documents(other_user, "gone", "chunk")) == 2
+    assert lib.row_counts(user, "kept")["documents"] == 5
+    assert lib.stored_part_count(user, "kept") == 6
+    # again, and for names that never held anything: nothing to remove
+    assert lib.store.delete_collection(user, "gone") == 0
+    assert lib.store.delete_collection(user, "never-used") == 0
+    assert lib.store.delete_collection(lib.user(), "gone") == 0
+    # the emptied collection is usable again, with new content under the old ids
+    lib.store.add_document(user, "gone", meta("doc"), b"fresh")
+    assert lib.store.get_content(user, "gone", "doc") == b"fresh"
+    assert [d.id for d in lib.store.list_documents(user, "gone")] == ["doc"]
+
+
+def test_delete_collection_removes_what_an_interrupted_add_left(lib):
+    user = lib.user()
+    lib.store.add_document(user, "c", meta("kept"), b"k")
+    undo = lib.fail_metadata_writes(user, unknown_outcome=True)
+    try:
+        with pytest.raises(StoreError):
+            lib.store.add_document(user, "c", meta("half"), os.urandom(DEFAULT_PART_SIZE * 2 + 5))
+    finally:
+        undo()
+    with pytest.raises(NotFound):
+        lib.store.get_metadata(user, "c", "half")
+    assert [d.id for d in lib.store.list_documents(user, "c")] == ["kept"]
+    if lib.backend == "cassandra":  # the store could not know the outcome, so it left its parts behind
+        assert lib.stored_part_count(user, "c") == 1 + 3
+    assert lib.store.delete_collection(user, "c") == 1
+    assert set(lib.row_counts(user, "c").values()) == {0}
+
+
+def test_invalid_collections_are_refused(lib):
+    user = lib.user()
+    lib.store.add_document(user, COLL, meta("doc"), b"x")
+    for bad in ("", "../etc", "a b", "x" * 65, "c'); DROP TABLE library_documents;--", None):
+        for call in (lambda: lib.store.add_document(user, bad, meta("doc"), b"x"),
+                     lambda: lib.store.add_child(user, bad, "doc", meta("c", document_type="chunk"), b"x"),
+                     lambda: lib.store.get_metadata(user, bad, "doc"),
+                     lambda: lib.store.get_content(user, bad, "doc"),
+                     lambda: lib.store.stream_content(user, bad, "doc"),
+                     lambda: lib.store.list_documents(user, bad),
+                     lambda: lib.store.list_children(user, bad, "doc"),
+                     lambda: lib.store.remove_document(user, bad, "doc"),
+                     lambda: lib.store.delete_collection(user, bad)):
+            with pytest.raises(InvalidQuery, match="invalid collection name"):
+                call()
+    assert lib.store.get_content(user, COLL, "doc") == b"x"  # nothing was touched
 
 
 # ----------------------------------------------------------------------------- children and removal
 
 def test_children_listed_and_removed_with_their_parent(lib):
     user = lib.user()
-    lib.store.add_document(user, meta("doc"), b"the document")
-    page = lib.store.add_child(user, "doc", meta("doc/p1", document_type="page"), b"page one")
+    lib.store.add_document(user, COLL, meta("doc"), b"the document")
+    page = lib.store.add_child(user, COLL, "doc", meta("doc/p1", document_type="page"), b"page one")
     assert page.parent_id == "doc" and page.document_type == "page"
-    lib.store.add_child(user, "doc", meta("doc/p2", document_type="page"), b"page two")
-    lib.store.add_child(user, "doc/p1", meta("doc/p1/c1", document_type="chunk"), b"chunk")
-    lib.store.add_child(user, "doc/p1", meta("doc/p1/c2", document_type="chunk"), b"chunk 2")
-    assert [c.id for c in lib.store.list_children(user, "doc")] == ["doc/p1", "doc/p2"]
-    assert [c.id for c in lib.store.list_children(user, "doc/p1")] == ["doc/p1/c1", "doc/p1/c2"]
-    assert {d.id for d in lib.store.list_documents(user, "chunk")} == {"doc/p1/c1", "doc/p1/c2"}
-    assert [d.id for d in lib.store.list_documents(user, "source")] == ["doc"]
+    lib.store.add_child(user, COLL, "doc", meta("doc/p2", document_type="page"), b"page two")
+    lib.store.add_child(user, COLL, "doc/p1", meta("doc/p1/c1", document_type="chunk"), b"chunk")
+    lib.store.add_child(user, COLL, "doc/p1", meta("doc/p1/c2", document_type="chunk"), b"chunk 2")
+    assert [c.id for c in lib.store.list_children(user, COLL, "doc")] == ["doc/p1", "doc/p2"]
+    assert [c.id for c in lib.store.list_children(user, COLL, "doc/p1")] == ["doc/p1/c1", "doc/p1/c2"]
+    assert {d.id for d in lib.store.list_documents(user, COLL, "chunk")} == {"doc/p1/c1", "doc/p1/c2"}
+    assert [d.id for d in lib.store.list_documents(user, COLL, "source")] == ["doc"]
 
     with pytest.raises(InvalidQuery, match="include_children"):
-        lib.store.remove_document(user, "doc", include_children=False)
-    assert lib.store.get_content(user, "doc/p1/c2") == b"chunk 2"  # refused removal removed nothing
+        lib.store.remove_document(user, COLL, "doc", include_children=False)
+    assert lib.store.get_content(user, COLL, "doc/p1/c2") == b"chunk 2"  # refused removal removed nothing
 
-    assert lib.store.remove_document(user, "doc/p1/c2", include_children=False) == 1
-    assert lib.store.remove_document(user, "doc") == 4
+    assert lib.store.remove_document(user, COLL, "doc/p1/c2", include_children=False) == 1
+    assert lib.store.remove_document(user, COLL, "doc") == 4
     for doc_id in ("doc", "doc/p1", "doc/p2", "doc/p1/c1", "doc/p1/c2"):
         with pytest.raises(NotFound):
-            lib.store.get_metadata(user, doc_id)
-    assert lib.store.list_documents(user, "page") == [] and lib.store.list_documents(user, "chunk") == []
+            lib.store.get_metadata(user, COLL, doc_id)
+    assert lib.store.list_documents(user, COLL, "page") == [] and lib.store.list_documents(user, COLL, "chunk") == []
     assert lib.stored_part_count(user) == 0
     with pytest.raises(NotFound):
-        lib.store.list_children(user, "doc")
+        lib.store.list_children(user, COLL, "doc")
     with pytest.raises(NotFound):
-        lib.store.remove_document(user, "doc")
+        lib.store.remove_document(user, COLL, "doc")
 
 
 def test_child_of_missing_parent_is_refused(lib):
     user = lib.user()
     with pytest.raises(NotFound, match="parent"):
-        lib.store.add_child(user, "nope", meta("orphan", document_type="chunk"), b"x")
+        lib.store.add_child(user, COLL, "nope", meta("orphan", document_type="chunk"), b"x")
     with pytest.raises(NotFound):
-        lib.store.get_metadata(user, "orphan")
-    assert lib.store.list_documents(user, "chunk") == []
+        lib.store.get_metadata(user, COLL, "orphan")
+    assert lib.store.list_documents(user, COLL, "chunk") == []
 
 
 def test_document_types_are_checked(lib):
     user = lib.user()
     with pytest.raises(InvalidQuery, match="add_child"):
-        lib.store.add_document(user, meta("p", document_type="page"), b"x")
-    lib.store.add_document(user, meta("doc"), b"x")
+        lib.store.add_document(user, COLL, meta("p", document_type="page"), b"x")
+    lib.store.add_document(user, COLL, meta("doc"), b"x")
     with pytest.raises(InvalidQuery, match="child"):
-        lib.store.add_child(user, "doc", meta("s", document_type="source"), b"x")
+        lib.store.add_child(user, COLL, "doc", meta("s", document_type="source"), b"x")
     with pytest.raises(InvalidQuery, match="document_type"):
-        lib.store.add_document(user, meta("w", document_type="weird"), b"x")
+        lib.store.add_document(user, COLL, meta("w", document_type="weird"), b"x")
     with pytest.raises(InvalidQuery, match="document_type"):
-        lib.store.list_documents(user, "weird")
+        lib.store.list_documents(user, COLL, "weird")
 
 
 # ----------------------------------------------------------------------------- answers
@@ -253,38 +421,38 @@ def test_answers_are_stored_as_document_type_answer(lib):
     user = lib.user()
     answer_id = "urn:trustgraph:answer:7b4f0c1e-8d1c-4a53-9f1a-2f6f3d0f2a10"
     text = "Cats are mammals.".encode()
-    stored = lib.store.add_document(user, meta(answer_id, document_type="answer", title="GraphRAG Answer: cats?"),
+    stored = lib.store.add_document(user, COLL, meta(answer_id, document_type="answer", title="GraphRAG Answer: cats?"),
                                     text)
     assert stored.document_type == "answer"
-    assert lib.store.get_content(user, answer_id) == text
-    assert [d.id for d in lib.store.list_documents(user, "answer")] == [answer_id]
-    assert lib.store.list_documents(user, "source") == []
-    lib.store.add_document(user, meta("urn:agent:s1"), b"session")
-    child = lib.store.add_child(user, "urn:agent:s1", meta("urn:agent:s1/i1/thought", document_type="answer"),
+    assert lib.store.get_content(user, COLL, answer_id) == text
+    assert [d.id for d in lib.store.list_documents(user, COLL, "answer")] == [answer_id]
+    assert lib.store.list_documents(user, COLL, "source") == []
+    lib.store.add_document(user, COLL, meta("urn:agent:s1"), b"session")
+    child = lib.store.add_child(user, COLL, "urn:agent:s1", meta("urn:agent:s1/i1/thought", document_type="answer"),
                                 b"I should look it up")
     assert child.document_type == "answer" and child.parent_id == "urn:agent:s1"
-    assert {d.id for d in lib.store.list_documents(user, "answer")} == {answer_id, "urn:agent:s1/i1/thought"}
+    assert {d.id for d in lib.store.list_documents(user, COLL, "answer")} == {answer_id, "urn:agent:s1/i1/thought"}
 
 
 # ----------------------------------------------------------------------------- re-adds
 
 def test_identical_re_add_is_idempotent_and_conflicting_re_add_is_refused(lib):
     user = lib.user()
-    first = lib.store.add_document(user, meta("doc", title="first"), b"same bytes")
-    again = lib.store.add_document(user, meta("doc", title="a retry with another title"), b"same bytes")
+    first = lib.store.add_document(user, COLL, meta("doc", title="first"), b"same bytes")
+    again = lib.store.add_document(user, COLL, meta("doc", title="a retry with another title"), b"same bytes")
     assert again == first  # the stored metadata, unchanged
     with pytest.raises(DocumentExists, match="different content"):
-        lib.store.add_document(user, meta("doc"), b"other bytes")
-    assert lib.store.get_content(user, "doc") == b"same bytes"
-    assert len(lib.store.list_documents(user)) == 1
+        lib.store.add_document(user, COLL, meta("doc"), b"other bytes")
+    assert lib.store.get_content(user, COLL, "doc") == b"same bytes"
+    assert len(lib.store.list_documents(user, COLL)) == 1
 
-    lib.store.add_document(user, meta("other"), b"y")
-    lib.store.add_child(user, "doc", meta("c", document_type="chunk"), b"chunk")
-    assert lib.store.add_child(user, "doc", meta("c", document_type="chunk"), b"chunk").parent_id == "doc"
+    lib.store.add_document(user, COLL, meta("other"), b"y")
+    lib.store.add_child(user, COLL, "doc", meta("c", document_type="chunk"), b"chunk")
+    assert lib.store.add_child(user, COLL, "doc", meta("c", document_type="chunk"), b"chunk").parent_id == "doc"
     with pytest.raises(DocumentExists, match="parent"):
-        lib.store.add_child(user, "other", meta("c", document_type="chunk"), b"chunk")
-    assert [c.id for c in lib.store.list_children(user, "doc")] == ["c"]
-    assert lib.store.list_children(user, "other") == []
+        lib.store.add_child(user, COLL, "other", meta("c", document_type="chunk"), b"chunk")
+    assert [c.id for c in lib.store.list_children(user, COLL, "doc")] == ["c"]
+    assert lib.store.list_children(user, COLL, "other") == []
 
 
 def test_concurrent_adds_from_threads(lib):
@@ -294,8 +462,8 @@ def test_concurrent_adds_from_threads(lib):
     def worker(n: int) -> None:
         try:
             for i in range(4):
-                lib.store.add_document(user, meta(f"t{n}-{i}"), f"{n}:{i}".encode())
-            lib.store.add_document(user, meta("same"), b"everyone writes this")
+                lib.store.add_document(user, COLL, meta(f"t{n}-{i}"), f"{n}:{i}".encode())
+            lib.store.add_document(user, COLL, meta("same"), b"everyone writes this")
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -305,10 +473,10 @@ def test_concurrent_adds_from_threads(lib):
     for t in threads:
         t.join()
     assert errors == []
-    listed = {d.id for d in lib.store.list_documents(user)}
+    listed = {d.id for d in lib.store.list_documents(user, COLL)}
     assert listed == {f"t{n}-{i}" for n in range(6) for i in range(4)} | {"same"}
-    assert lib.store.get_content(user, "t3-2") == b"3:2"
-    assert lib.store.get_content(user, "same") == b"everyone writes this"
+    assert lib.store.get_content(user, COLL, "t3-2") == b"3:2"
+    assert lib.store.get_content(user, COLL, "same") == b"everyone writes this"
 
 
 # ----------------------------------------------------------------------------- listing
@@ -316,22 +484,22 @@ def test_concurrent_adds_from_threads(lib):
 def test_list_documents_newest_first_with_limit(lib):
     user = lib.user()
     for i in range(5):
-        lib.store.add_document(user, meta(f"d{i}", time=1_700_000_000.0 + i), b"x")
-    assert [d.id for d in lib.store.list_documents(user)] == ["d4", "d3", "d2", "d1", "d0"]
-    assert [d.id for d in lib.store.list_documents(user, limit=2)] == ["d4", "d3"]
+        lib.store.add_document(user, COLL, meta(f"d{i}", time=1_700_000_000.0 + i), b"x")
+    assert [d.id for d in lib.store.list_documents(user, COLL)] == ["d4", "d3", "d2", "d1", "d0"]
+    assert [d.id for d in lib.store.list_documents(user, COLL, limit=2)] == ["d4", "d3"]
     with pytest.raises(InvalidQuery, match="limit"):
-        lib.store.list_documents(user, limit=0)
+        lib.store.list_documents(user, COLL, limit=0)
 
 
 # ----------------------------------------------------------------------------- failures
 
 def test_unknown_documents_raise_not_found(lib):
     user = lib.user()
-    for call in (lambda: lib.store.get_metadata(user, "missing"),
-                 lambda: lib.store.get_content(user, "missing"),
-                 lambda: lib.store.stream_content(user, "missing"),
-                 lambda: lib.store.remove_document(user, "missing"),
-                 lambda: lib.store.list_children(user, "missing")):
+    for call in (lambda: lib.store.get_metadata(user, COLL, "missing"),
+                 lambda: lib.store.get_content(user, COLL, "missing"),
+                 lambda: lib.store.stream_content(user, COLL, "missing"),
+                 lambda: lib.store.remove_document(user, COLL, "missing"),
+                 lambda: lib.store.list_children(user, COLL, "missing")):
         with pytest.raises(NotFound, match="missing"):
             call()
 
@@ -340,58 +508,58 @@ def test_unknown_documents_raise_not_found(lib):
 def test_invalid_document_ids_are_refused(lib, bad_id):
     user = lib.user()
     with pytest.raises(InvalidQuery):
-        lib.store.add_document(user, meta(bad_id), b"x")
+        lib.store.add_document(user, COLL, meta(bad_id), b"x")
     with pytest.raises(InvalidQuery):
-        lib.store.get_metadata(user, bad_id)
-    assert lib.store.list_documents(user) == []
+        lib.store.get_metadata(user, COLL, bad_id)
+    assert lib.store.list_documents(user, COLL) == []
 
 
 def test_invalid_users_are_refused(lib):
     for bad_user in ("", "../etc", "a b", "x" * 65, "robert'); DROP KEYSPACE x;--"):
         with pytest.raises(InvalidQuery, match="user"):
-            lib.store.add_document(bad_user, meta("doc"), b"x")
+            lib.store.add_document(bad_user, COLL, meta("doc"), b"x")
         with pytest.raises(InvalidQuery, match="user"):
-            lib.store.list_documents(bad_user)
+            lib.store.list_documents(bad_user, COLL)
 
 
 def test_iri_document_ids_and_unicode_are_kept_exactly(lib):
     user = lib.user()
     doc_id = "https://example.org/docs/Ünïcode?q=1&r=ä#frag"
-    lib.store.add_document(user, meta(doc_id, title="Ünïcode ✓"), "text ✓".encode())
-    assert lib.store.get_metadata(user, doc_id).title == "Ünïcode ✓"
-    assert lib.store.get_content(user, doc_id).decode() == "text ✓"
+    lib.store.add_document(user, COLL, meta(doc_id, title="Ünïcode ✓"), "text ✓".encode())
+    assert lib.store.get_metadata(user, COLL, doc_id).title == "Ünïcode ✓"
+    assert lib.store.get_content(user, COLL, doc_id).decode() == "text ✓"
 
 
 def test_corrupt_content_is_detected(lib):
     user = lib.user()
     content = os.urandom(2 * DEFAULT_PART_SIZE)
-    lib.store.add_document(user, meta("doc"), content)
+    lib.store.add_document(user, COLL, meta("doc"), content)
     lib.corrupt_first_part(user)
     with pytest.raises(ContentCorrupt):
-        lib.store.get_content(user, "doc")
+        lib.store.get_content(user, COLL, "doc")
     with pytest.raises(ContentCorrupt):
-        b"".join(lib.store.stream_content(user, "doc", chunk_size=DEFAULT_PART_SIZE))
+        b"".join(lib.store.stream_content(user, COLL, "doc", chunk_size=DEFAULT_PART_SIZE))
     assert issubclass(ContentCorrupt, StoreError)
 
 
 def test_failed_add_leaves_no_document_visible(lib):
     user = lib.user()
-    lib.store.add_document(user, meta("parent"), b"p")
+    lib.store.add_document(user, COLL, meta("parent"), b"p")
     parts_before = lib.stored_part_count(user)
     undo = lib.fail_metadata_writes(user)
     try:
         with pytest.raises(StoreError):
-            lib.store.add_document(user, meta("doc"), os.urandom(DEFAULT_PART_SIZE * 2 + 5))
+            lib.store.add_document(user, COLL, meta("doc"), os.urandom(DEFAULT_PART_SIZE * 2 + 5))
         with pytest.raises(StoreError):
-            lib.store.add_child(user, "parent", meta("child", document_type="chunk"), b"c")
+            lib.store.add_child(user, COLL, "parent", meta("child", document_type="chunk"), b"c")
     finally:
         undo()
     for doc_id in ("doc", "child"):
         with pytest.raises(NotFound):
-            lib.store.get_metadata(user, doc_id)
-    assert [d.id for d in lib.store.list_documents(user)] == ["parent"]
-    assert lib.store.list_documents(user, "chunk") == []
-    assert lib.store.list_children(user, "parent") == []
+            lib.store.get_metadata(user, COLL, doc_id)
+    assert [d.id for d in lib.store.list_documents(user, COLL)] == ["parent"]
+    assert lib.store.list_documents(user, COLL, "chunk") == []
+    assert lib.store.list_children(user, COLL, "parent") == []
     assert lib.stored_part_count(user) == parts_before  # the failed writes' parts are gone too
     # once the fault is gone the same add succeeds
-    assert lib.store.add_document(user, meta("doc"), b"now it works").size == 12
+    assert lib.store.add_document(user, COLL, meta("doc"), b"now it works").size == 12

@@ -137,7 +137,7 @@ async def test_explainable_query_end_to_end(deployment, llm_server, llm_settings
         doc = next(t.o.value for t in stored if t.p.value == ns.TG_DOCUMENT)
         assert doc.startswith("urn:trustgraph:answer:")
         librarian = next(s for s in stack.stores if hasattr(s, "stream_content"))
-        assert librarian.get_content(deployment.user, doc).decode() == answer
+        assert librarian.get_content(deployment.user, deployment.collection, doc).decode() == answer
         page = triples_store.list_traces(deployment.user, deployment.collection, "graphrag", 10, "")
         assert q_uri in [t.uri for t in page.traces]
     finally:

@@ -96,7 +96,7 @@ async def test_every_edge_resolves_to_chunk_page_document(deployment):
                                                              collection=coll, document_id=doc_id))
         await stack.wait_idle()
         librarian = store_of(stack, "stream_content")
-        assert doc_id not in {m.id for m in librarian.list_documents(user)}
+        assert doc_id not in {m.id for m in librarian.list_documents(user, coll)}
         remaining_source = [t for b in triples.iter_query(user, coll, TriplePattern(g=ns.GRAPH_SOURCE)) for t in b]
         assert not [t for t in remaining_source if t.s.value == doc_id or t.o.value == doc_id]
         assert not [t for t in remaining_source if t.s.value.startswith("urn:chunk:") and
@@ -134,7 +134,7 @@ async def test_bad_documents_are_refused_whole(deployment, name, kind, content, 
                     document_metadata=DocumentMetadata(id=doc_id, kind=kind, title=name)))
         assert reason.lower() in str(err.value).lower()
         librarian = store_of(stack, "stream_content")
-        assert doc_id not in {m.id for m in librarian.list_documents(user)}
+        assert doc_id not in {m.id for m in librarian.list_documents(user, coll)}
         # the pipeline keeps working for other documents
         await load(stack, user, coll, [("https://trustgraph.ai/doc/good-" + uuid.uuid4().hex[:6], "Good",
                                         "text/plain", OTHER)])

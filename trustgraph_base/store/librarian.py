@@ -1,13 +1,16 @@
-"""The librarian store: documents, their children (pages, chunks) and stored answers, per user.
+"""The librarian store: documents, their children (pages, chunks) and stored answers, per user and collection.
 
 One protocol, two backends: ``sqlite`` (one file per user under ``$TG_HOME/librarian``) and
 ``cassandra`` (one keyspace per user).  Content of any size is kept in the database itself,
 split into bounded parts (default 256 KiB) so no cell or row grows without limit and no
 object store is needed.
 
-Documents belong to a user, not to a collection (as in TrustGraph, where the librarian is
-per workspace): a document id names one document of a user whatever collection later
-processes it, so the API has no ``collection`` argument.
+Documents belong to a user AND a collection: every method takes ``user, collection`` first,
+and the collection is part of every key, so a document added in collection A is invisible
+from collection B of the same user (get, list, stream and remove all answer "not found" or
+nothing), and the same document id may exist independently in two collections.  A child
+lives in its parent's collection.  :meth:`LibrarianStore.delete_collection` removes one
+collection whole, like the triple store's and vector indexes' methods of that name.
 
 Rules every backend follows (the conformance suite checks them):
 
@@ -16,14 +19,14 @@ Rules every backend follows (the conformance suite checks them):
 * Re-adding an id with byte-identical content (same sha256, same parent) is idempotent and
   returns the stored metadata; any other re-add raises :class:`DocumentExists`.
 * Reads verify the sha256 recorded at write time (:class:`ContentCorrupt` otherwise).
-* Ids are validated (:func:`check_document_id`) and always bound as parameters, never
-  formatted into SQL/CQL or paths.
+* Users and collections are validated (:func:`check_scope`), ids too (:func:`check_document_id`);
+  all are bound as parameters, never formatted into SQL/CQL or paths.
 
 ### Usage example
 
 >>> store = open_librarian_store("sqlite", home=tmp_path)            # doctest: +SKIP
->>> store.add_document("alice", DocumentMetadata(id="doc:1", title="Report"), b"...")  # doctest: +SKIP
->>> b"".join(store.stream_content("alice", "doc:1"))                # doctest: +SKIP
+>>> store.add_document("alice", "papers", DocumentMetadata(id="doc:1", title="Report"), b"...")  # doctest: +SKIP
+>>> b"".join(store.stream_content("alice", "papers", "doc:1"))     # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ from typing import Protocol, runtime_checkable
 from ..codec import CodecError, decode, encode
 from ..schema.library import ANSWER, CHUNK, DOCUMENT_TYPES, PAGE, SOURCE, DocumentMetadata
 from .errors import InvalidQuery, NotFound, StoreError, StoreUnavailable
+from .names import InvalidName, check_collection, check_user
 
 __all__ = [
     "LibrarianStore", "open_librarian_store", "DocumentExists", "ContentCorrupt",
     "NotFound", "InvalidQuery", "StoreError", "StoreUnavailable",
-    "check_document_id", "check_chunk_size", "check_limit", "check_document_type", "check_part_size",
+    "check_scope", "check_document_id", "check_chunk_size", "check_limit", "check_document_type", "check_part_size",
     "prepare_metadata", "same_document", "exists_message", "sha256_hex", "split_parts",
     "rechunk", "metadata_to_json", "metadata_from_json",
     "DEFAULT_PART_SIZE", "MAX_PART_SIZE", "MAX_DOCUMENT_ID_LENGTH", "MAX_LIST_LIMIT",
@@ -79,40 +83,47 @@ class ContentCorrupt(StoreError):
 
 @runtime_checkable
 class LibrarianStore(Protocol):
-    """Per-user document store; see the module docstring for the rules every backend follows."""
+    """Per-user, per-collection document store; see the module docstring for the rules every backend follows."""
 
     backend: str
 
-    def add_document(self, user: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
+    def add_document(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
         """Store a top-level document (``source`` or ``answer``); returns the stored metadata."""
         ...
 
-    def add_child(self, user: str, parent_id: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
-        """Store a child (``page``, ``chunk`` or ``answer``) of an existing document."""
+    def add_child(self, user: str, collection: str, parent_id: str, meta: DocumentMetadata,
+                  content: bytes) -> DocumentMetadata:
+        """Store a child (``page``, ``chunk`` or ``answer``) of an existing document of the same collection."""
         ...
 
-    def get_metadata(self, user: str, document_id: str) -> DocumentMetadata:
+    def get_metadata(self, user: str, collection: str, document_id: str) -> DocumentMetadata:
         """Metadata of one document; :class:`NotFound` if absent."""
         ...
 
-    def get_content(self, user: str, document_id: str) -> bytes:
+    def get_content(self, user: str, collection: str, document_id: str) -> bytes:
         """Whole content, sha256-verified; :class:`NotFound` if absent."""
         ...
 
-    def stream_content(self, user: str, document_id: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+    def stream_content(self, user: str, collection: str, document_id: str,
+                       chunk_size: int = 1 << 20) -> Iterator[bytes]:
         """Content in chunks of ``chunk_size`` bytes; at least one (possibly empty) chunk."""
         ...
 
-    def list_documents(self, user: str, document_type: str = SOURCE, limit: int = 1000) -> list[DocumentMetadata]:
+    def list_documents(self, user: str, collection: str, document_type: str = SOURCE,
+                       limit: int = 1000) -> list[DocumentMetadata]:
         """Documents of one type, newest first, at most ``limit``."""
         ...
 
-    def list_children(self, user: str, parent_id: str) -> list[DocumentMetadata]:
+    def list_children(self, user: str, collection: str, parent_id: str) -> list[DocumentMetadata]:
         """Direct children of a document, ordered by id."""
         ...
 
-    def remove_document(self, user: str, document_id: str, include_children: bool = True) -> int:
+    def remove_document(self, user: str, collection: str, document_id: str, include_children: bool = True) -> int:
         """Remove a document (and all its descendants); returns how many documents were removed."""
+        ...
+
+    def delete_collection(self, user: str, collection: str) -> int:
+        """Remove every document and part of one collection (others untouched); returns how many documents."""
         ...
 
     def close(self) -> None:
@@ -138,6 +149,19 @@ def open_librarian_store(backend: str = "sqlite", **options) -> LibrarianStore:
 
 
 # ------------------------------------------------------------------ validation shared by backends
+
+def check_scope(user: str, collection: str) -> tuple[str, str]:
+    """Return ``(user, collection)`` if both names are valid, else raise :class:`InvalidQuery` saying why.
+
+    :param user: owner of the documents (:func:`~trustgraph_base.store.names.check_user`).
+    :param collection: the collection inside that user (:func:`~trustgraph_base.store.names.check_collection`).
+    :raises InvalidQuery: with the message of the failed check.
+    """
+    try:
+        return check_user(user), check_collection(collection)
+    except InvalidName as e:
+        raise InvalidQuery(str(e)) from None
+
 
 def check_document_id(document_id: str, what: str = "document id") -> str:
     """Return ``document_id`` if usable: a non-empty str of at most 1024 characters without control characters.

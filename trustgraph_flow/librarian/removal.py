@@ -35,8 +35,8 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
     """Remove a document and its derived data (synchronous; run it in a worker thread)."""
     report = RemovalReport()
     doc_uri = uris.document_uri(document_id)
-    pages = [m.id for m in librarian.list_children(user, document_id)]
-    chunks = [m.id for p in pages for m in librarian.list_children(user, p)]
+    pages = [m.id for m in librarian.list_children(user, collection, document_id)]
+    chunks = [m.id for p in pages for m in librarian.list_children(user, collection, p)]
     subgraphs = [uris.subgraph_uri(c) for c in chunks]
     contains = _iri(ns.TG_CONTAINS)
     own = set(subgraphs)
@@ -83,5 +83,5 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
         if gone:
             report.vectors += graph_index.delete_ids(user, collection, gone)
             triples.delete(user, collection, labels)
-    report.documents = librarian.remove_document(user, document_id, include_children=True)
+    report.documents = librarian.remove_document(user, collection, document_id, include_children=True)
     return report

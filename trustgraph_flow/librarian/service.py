@@ -75,40 +75,42 @@ class LibrarianService(StoreBackedProcessor, Processor):
             meta.kind = normalize_kind(meta.kind) if meta.kind else detect_kind(meta.title, req.content)
             await asyncio.to_thread(decode_document, req.content, meta.kind, meta.title or meta.id,
                                     self.max_document_bytes)
-        stored = await asyncio.to_thread(self.store.add_document, req.user, meta, req.content)
+        stored = await asyncio.to_thread(self.store.add_document, req.user, req.collection, meta, req.content)
         await ctx.respond(LibrarianResponse(document_metadata=stored))
 
     async def _add_child(self, req, ctx) -> None:
         meta = self._meta(req)
-        stored = await asyncio.to_thread(self.store.add_child, req.user, req.document_id, meta, req.content)
+        stored = await asyncio.to_thread(self.store.add_child, req.user, req.collection, req.document_id, meta,
+                                         req.content)
         await ctx.respond(LibrarianResponse(document_metadata=stored))
 
     async def _get_metadata(self, req, ctx) -> None:
-        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)
+        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.collection, req.document_id)
         await ctx.respond(LibrarianResponse(document_metadata=meta))
 
     async def _get_content(self, req, ctx) -> None:
-        content = await asyncio.to_thread(self.store.get_content, req.user, req.document_id)
+        content = await asyncio.to_thread(self.store.get_content, req.user, req.collection, req.document_id)
         await ctx.respond(LibrarianResponse(content=content))
 
     async def _stream(self, req, ctx) -> None:
         size = req.chunk_size if 0 < req.chunk_size <= 4 * STREAM_CHUNK else STREAM_CHUNK
-        parts = await asyncio.to_thread(lambda: list(self.store.stream_content(req.user, req.document_id, size)))
+        parts = await asyncio.to_thread(
+            lambda: list(self.store.stream_content(req.user, req.collection, req.document_id, size)))
         for i, part in enumerate(parts):
             await ctx.respond(LibrarianResponse(content=part, chunk_index=i, total_chunks=len(parts),
                                                 is_final=i == len(parts) - 1))
 
     async def _list(self, req, ctx) -> None:
-        docs = await asyncio.to_thread(self.store.list_documents, req.user, req.document_type or SOURCE,
-                                       req.limit or 1000)
+        docs = await asyncio.to_thread(self.store.list_documents, req.user, req.collection,
+                                       req.document_type or SOURCE, req.limit or 1000)
         await ctx.respond(LibrarianResponse(document_metadatas=docs))
 
     async def _list_children(self, req, ctx) -> None:
-        docs = await asyncio.to_thread(self.store.list_children, req.user, req.document_id)
+        docs = await asyncio.to_thread(self.store.list_children, req.user, req.collection, req.document_id)
         await ctx.respond(LibrarianResponse(document_metadatas=docs))
 
     async def _process(self, req, ctx) -> None:
-        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)
+        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.collection, req.document_id)
         if meta.document_type != SOURCE:
             raise ValueError(f"{req.document_id} is a {meta.document_type}, not a source document")
         await self.producer("load").send(DocumentRef(
@@ -117,9 +119,11 @@ class LibrarianService(StoreBackedProcessor, Processor):
         await ctx.respond(LibrarianResponse(document_metadata=meta))
 
     async def _remove(self, req, ctx) -> None:
-        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.document_id)  # NotFound first
+        # NotFound first
+        meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.collection, req.document_id)
         if meta.document_type != SOURCE:
-            removed = await asyncio.to_thread(self.store.remove_document, req.user, req.document_id, True)
+            removed = await asyncio.to_thread(self.store.remove_document, req.user, req.collection,
+                                              req.document_id, True)
             await ctx.respond(LibrarianResponse(removed=removed))
             return
         report = await asyncio.to_thread(remove_document_data, req.user, req.collection, req.document_id,

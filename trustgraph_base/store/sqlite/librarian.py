@@ -1,5 +1,9 @@
 """SQLite librarian store: one WAL-mode file per user, content in bounded blob parts.
 
+The collection is the first column of every primary key and index, so each collection of the
+user is a separate key range of the same file: reads of one never see another's rows, and
+:meth:`SqliteLibrarianStore.delete_collection` is two range deletes.
+
 Each add runs in one ``BEGIN IMMEDIATE`` transaction (parts first, metadata row last), so a
 failure half-way leaves nothing behind and concurrent adds of the same id are serialised by
 SQLite itself.  A connection per user file is shared by threads under a lock (the services
@@ -17,31 +21,36 @@ from ...schema.library import SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
 from ..librarian import (
     CHILD_TYPES, DEFAULT_PART_SIZE, TOP_LEVEL_TYPES, ContentCorrupt, DocumentExists, check_chunk_size,
-    check_document_id, check_document_type, check_limit, check_part_size, exists_message, metadata_from_json, metadata_to_json,
-    prepare_metadata, rechunk, same_document, sha256_hex, split_parts,
+    check_document_id, check_document_type, check_limit, check_part_size, check_scope, exists_message,
+    metadata_from_json, metadata_to_json, prepare_metadata, rechunk, same_document, sha256_hex, split_parts,
 )
-from ..names import InvalidName, check_user, user_file
+from ..names import user_file
 
 __all__ = ["SqliteLibrarianStore"]
 
+# Table names differ from the user-scoped schema of earlier versions (``librarian_*``), so an
+# old file is never read with the wrong key layout; there was no deployed data to migrate.
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS librarian_documents (
-    id            TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS library_documents (
+    collection    TEXT NOT NULL,
+    id            TEXT NOT NULL,
     parent_id     TEXT NOT NULL,
     document_type TEXT NOT NULL,
     time          REAL NOT NULL,
     size          INTEGER NOT NULL,
     sha256        TEXT NOT NULL,
     n_parts       INTEGER NOT NULL,
-    metadata      BLOB NOT NULL
+    metadata      BLOB NOT NULL,
+    PRIMARY KEY (collection, id)
 );
-CREATE INDEX IF NOT EXISTS librarian_documents_by_type ON librarian_documents (document_type, time DESC, id);
-CREATE INDEX IF NOT EXISTS librarian_documents_by_parent ON librarian_documents (parent_id, id);
-CREATE TABLE IF NOT EXISTS librarian_parts (
+CREATE INDEX IF NOT EXISTS library_documents_by_type ON library_documents (collection, document_type, time DESC, id);
+CREATE INDEX IF NOT EXISTS library_documents_by_parent ON library_documents (collection, parent_id, id);
+CREATE TABLE IF NOT EXISTS library_parts (
+    collection  TEXT NOT NULL,
     document_id TEXT NOT NULL,
     part        INTEGER NOT NULL,
     data        BLOB NOT NULL,
-    PRIMARY KEY (document_id, part)
+    PRIMARY KEY (collection, document_id, part)
 ) WITHOUT ROWID;
 """
 
@@ -62,11 +71,8 @@ class _UserDb:
             self.conn.close()
 
 
-def _user(user: str) -> str:
-    try:
-        return check_user(user)
-    except InvalidName as e:
-        raise InvalidQuery(str(e)) from None
+def _not_found(document_id: str, user: str, collection: str, what: str = "document") -> NotFound:
+    return NotFound(f"{what} {document_id[:200]!r} not found in collection {collection!r} of user {user!r}")
 
 
 class SqliteLibrarianStore:
@@ -88,8 +94,7 @@ class SqliteLibrarianStore:
     # ------------------------------------------------------------------ connections
 
     def _db(self, user: str, create: bool) -> _UserDb | None:
-        """The user's open database; ``None`` when it does not exist and ``create`` is false."""
-        user = _user(user)
+        """The (already validated) user's open database; ``None`` when it does not exist and ``create`` is false."""
         with self._lock:
             if self._closed:
                 raise StoreUnavailable("librarian store is closed")
@@ -116,28 +121,37 @@ class SqliteLibrarianStore:
 
     # ------------------------------------------------------------------ writes
 
-    def add_document(self, user: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
+    def add_document(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
         """Store a top-level ``source`` or ``answer`` document; idempotent for identical content.
 
         :param user: owner of the document.
+        :param collection: the user's collection it belongs to.
         :param meta: metadata; ``id`` is required.
         :param content: the bytes, stored in parts of ``part_size``.
         :returns: the stored metadata (with ``size``, ``sha256`` and ``time`` set).
-        :raises DocumentExists: the id exists with other content.
+        :raises DocumentExists: the id exists in this collection with other content.
         """
+        user, collection = check_scope(user, collection)
         prepared = prepare_metadata(meta, content, "", TOP_LEVEL_TYPES)
-        return self._add(user, prepared, bytes(content))
+        return self._add(user, collection, prepared, bytes(content))
 
-    def add_child(self, user: str, parent_id: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
-        """Store a ``page``, ``chunk`` or ``answer`` child of an existing document.
+    def add_child(self, user: str, collection: str, parent_id: str, meta: DocumentMetadata,
+                  content: bytes) -> DocumentMetadata:
+        """Store a ``page``, ``chunk`` or ``answer`` child of an existing document of the same collection.
 
-        :raises NotFound: the parent does not exist.
+        :param user: owner of the document.
+        :param collection: the collection of the parent (and so of the child).
+        :param parent_id: id of the parent document.
+        :param meta: metadata of the child; ``id`` is required.
+        :param content: the child's bytes.
+        :raises NotFound: the parent does not exist in this collection.
         :raises DocumentExists: the id exists with other content or another parent.
         """
+        user, collection = check_scope(user, collection)
         prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
-        return self._add(user, prepared, bytes(content))
+        return self._add(user, collection, prepared, bytes(content))
 
-    def _add(self, user: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
+    def _add(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
         db = self._db(user, create=True)
         parts = split_parts(content, self.part_size)
         blob = metadata_to_json(meta)
@@ -146,23 +160,26 @@ class SqliteLibrarianStore:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    row = conn.execute("SELECT metadata FROM librarian_documents WHERE id = ?", (meta.id,)).fetchone()
+                    row = conn.execute("SELECT metadata FROM library_documents WHERE collection = ? AND id = ?",
+                                       (collection, meta.id)).fetchone()
                     if row is not None:
                         existing = metadata_from_json(row[0])
                         conn.execute("ROLLBACK")
                         if same_document(existing, meta):
                             return existing
                         raise DocumentExists(exists_message(existing, meta))
-                    if meta.parent_id and conn.execute("SELECT 1 FROM librarian_documents WHERE id = ?",
-                                                       (meta.parent_id,)).fetchone() is None:
+                    if meta.parent_id and conn.execute(
+                            "SELECT 1 FROM library_documents WHERE collection = ? AND id = ?",
+                            (collection, meta.parent_id)).fetchone() is None:
                         conn.execute("ROLLBACK")
-                        raise NotFound(f"parent document {meta.parent_id[:200]!r} not found for user {user!r}")
-                    conn.executemany("INSERT INTO librarian_parts (document_id, part, data) VALUES (?, ?, ?)",
-                                     ((meta.id, i, part) for i, part in enumerate(parts)))
+                        raise _not_found(meta.parent_id, user, collection, "parent document")
+                    conn.executemany("INSERT INTO library_parts (collection, document_id, part, data) "
+                                     "VALUES (?, ?, ?, ?)",
+                                     ((collection, meta.id, i, part) for i, part in enumerate(parts)))
                     conn.execute(
-                        "INSERT INTO librarian_documents (id, parent_id, document_type, time, size, sha256, n_parts, "
-                        "metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (meta.id, meta.parent_id, meta.document_type, meta.time, meta.size, meta.sha256,
+                        "INSERT INTO library_documents (collection, id, parent_id, document_type, time, size, sha256, "
+                        "n_parts, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (collection, meta.id, meta.parent_id, meta.document_type, meta.time, meta.size, meta.sha256,
                          len(parts), blob))
                     conn.execute("COMMIT")
                 except BaseException:
@@ -170,59 +187,99 @@ class SqliteLibrarianStore:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"librarian write failed for user {user!r}: {e}") from e
+                raise StoreUnavailable(f"librarian write failed for user {user!r}, collection {collection!r}: "
+                                       f"{e}") from e
         return meta
 
-    def remove_document(self, user: str, document_id: str, include_children: bool = True) -> int:
+    def remove_document(self, user: str, collection: str, document_id: str, include_children: bool = True) -> int:
         """Remove a document and, with ``include_children``, all its descendants.
 
+        :param user: owner of the document.
+        :param collection: its collection; documents of other collections are never touched.
+        :param document_id: the document to remove.
+        :param include_children: remove its pages, chunks and other descendants too.
         :returns: the number of documents removed.
-        :raises NotFound: the document does not exist.
+        :raises NotFound: the document does not exist in this collection.
         :raises InvalidQuery: ``include_children`` is false and the document has children
             (removing it alone would orphan them).
         """
+        user, collection = check_scope(user, collection)
         check_document_id(document_id)
         db = self._db(user, create=False)
         if db is None:
-            raise NotFound(f"document {document_id[:200]!r} not found for user {user!r}")
+            raise _not_found(document_id, user, collection)
         with db.lock:
             conn = db.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     ids = [r[0] for r in conn.execute(
-                        "WITH RECURSIVE tree(id) AS (SELECT id FROM librarian_documents WHERE id = ? "
-                        "UNION SELECT d.id FROM librarian_documents d JOIN tree ON d.parent_id = tree.id) "
-                        "SELECT id FROM tree", (document_id,))]
+                        "WITH RECURSIVE tree(id) AS ("
+                        "SELECT id FROM library_documents WHERE collection = ?1 AND id = ?2 "
+                        "UNION SELECT d.id FROM library_documents d JOIN tree "
+                        "ON d.collection = ?1 AND d.parent_id = tree.id) "
+                        "SELECT id FROM tree", (collection, document_id))]
                     if not ids:
                         conn.execute("ROLLBACK")
-                        raise NotFound(f"document {document_id[:200]!r} not found for user {user!r}")
+                        raise _not_found(document_id, user, collection)
                     if len(ids) > 1 and not include_children:
                         conn.execute("ROLLBACK")
                         raise InvalidQuery(f"document {document_id[:200]!r} has {len(ids) - 1} descendant(s); "
                                            f"remove them too with include_children=True")
                     # metadata rows first: the documents disappear at once, parts follow in the same transaction
-                    conn.executemany("DELETE FROM librarian_documents WHERE id = ?", ((i,) for i in ids))
-                    conn.executemany("DELETE FROM librarian_parts WHERE document_id = ?", ((i,) for i in ids))
+                    conn.executemany("DELETE FROM library_documents WHERE collection = ? AND id = ?",
+                                     ((collection, i) for i in ids))
+                    conn.executemany("DELETE FROM library_parts WHERE collection = ? AND document_id = ?",
+                                     ((collection, i) for i in ids))
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"librarian remove failed for user {user!r}: {e}") from e
+                raise StoreUnavailable(f"librarian remove failed for user {user!r}, collection {collection!r}: "
+                                       f"{e}") from e
         return len(ids)
+
+    def delete_collection(self, user: str, collection: str) -> int:
+        """Remove every document and part of one collection in one transaction; other collections stay.
+
+        :param user: owner of the collection.
+        :param collection: the collection to empty.
+        :returns: how many documents (of every type) it held; 0 for an unknown user or collection.
+        """
+        user, collection = check_scope(user, collection)
+        db = self._db(user, create=False)
+        if db is None:
+            return 0
+        with db.lock:
+            conn = db.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    removed = conn.execute("DELETE FROM library_documents WHERE collection = ?",
+                                           (collection,)).rowcount
+                    conn.execute("DELETE FROM library_parts WHERE collection = ?", (collection,))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise StoreUnavailable(f"librarian delete of collection {collection!r} failed for user {user!r}: "
+                                       f"{e}") from e
+        return removed
 
     # ------------------------------------------------------------------ reads
 
-    def _row(self, db: _UserDb | None, user: str, document_id: str) -> tuple[DocumentMetadata, int]:
+    def _row(self, db: _UserDb | None, user: str, collection: str, document_id: str) -> tuple[DocumentMetadata, int]:
         if db is None:
-            raise NotFound(f"document {document_id[:200]!r} not found for user {user!r}")
+            raise _not_found(document_id, user, collection)
         with db.lock:
-            row = self._query(db, "SELECT metadata, n_parts FROM librarian_documents WHERE id = ?",
-                              (document_id,)).fetchone()
+            row = self._query(db, "SELECT metadata, n_parts FROM library_documents WHERE collection = ? AND id = ?",
+                              (collection, document_id)).fetchone()
         if row is None:
-            raise NotFound(f"document {document_id[:200]!r} not found for user {user!r}")
+            raise _not_found(document_id, user, collection)
         return metadata_from_json(row[0]), row[1]
 
     @staticmethod
@@ -232,50 +289,65 @@ class SqliteLibrarianStore:
         except sqlite3.Error as e:
             raise StoreUnavailable(f"librarian read failed: {e}") from e
 
-    def get_metadata(self, user: str, document_id: str) -> DocumentMetadata:
+    def get_metadata(self, user: str, collection: str, document_id: str) -> DocumentMetadata:
         """Metadata of one document.
 
-        :raises NotFound: the document does not exist.
+        :param user: owner of the document.
+        :param collection: its collection.
+        :param document_id: the document.
+        :raises NotFound: the document does not exist in this collection.
         """
+        user, collection = check_scope(user, collection)
         check_document_id(document_id)
-        return self._row(self._db(user, create=False), user, document_id)[0]
+        return self._row(self._db(user, create=False), user, collection, document_id)[0]
 
-    def get_content(self, user: str, document_id: str) -> bytes:
+    def get_content(self, user: str, collection: str, document_id: str) -> bytes:
         """The whole content, verified against the stored sha256.
 
-        :raises NotFound: the document does not exist.
+        :param user: owner of the document.
+        :param collection: its collection.
+        :param document_id: the document.
+        :raises NotFound: the document does not exist in this collection.
         :raises ContentCorrupt: the stored bytes do not match their sha256.
         """
+        user, collection = check_scope(user, collection)
         check_document_id(document_id)
         db = self._db(user, create=False)
-        meta, n_parts = self._row(db, user, document_id)
+        meta, n_parts = self._row(db, user, collection, document_id)
         with db.lock:
             parts = [r[0] for r in self._query(
-                db, "SELECT data FROM librarian_parts WHERE document_id = ? ORDER BY part", (document_id,))]
+                db, "SELECT data FROM library_parts WHERE collection = ? AND document_id = ? ORDER BY part",
+                (collection, document_id))]
         content = b"".join(parts)
         if len(parts) != n_parts or len(content) != meta.size or sha256_hex(content) != meta.sha256:
             raise ContentCorrupt(f"content of document {document_id[:80]!r} is corrupt: {len(parts)} of {n_parts} "
                                  f"parts, {len(content)} of {meta.size} bytes")
         return content
 
-    def stream_content(self, user: str, document_id: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+    def stream_content(self, user: str, collection: str, document_id: str,
+                       chunk_size: int = 1 << 20) -> Iterator[bytes]:
         """Yield the content in ``chunk_size`` chunks (at least one, possibly empty), reading one part at a time.
 
         The document is looked up before the first chunk is requested, so an unknown id
         raises :class:`NotFound` from this call itself.
 
+        :param user: owner of the document.
+        :param collection: its collection.
+        :param document_id: the document.
+        :param chunk_size: bytes per yielded chunk (1 byte to 64 MiB).
         :raises ContentCorrupt: (while iterating) the parts do not match the stored sha256.
         """
+        user, collection = check_scope(user, collection)
         check_document_id(document_id)
         check_chunk_size(chunk_size)
         db = self._db(user, create=False)
-        meta, n_parts = self._row(db, user, document_id)
+        meta, n_parts = self._row(db, user, collection, document_id)
 
         def parts() -> Iterator[bytes]:
             for i in range(n_parts):
                 with db.lock:
-                    row = self._query(db, "SELECT data FROM librarian_parts WHERE document_id = ? AND part = ?",
-                                      (document_id, i)).fetchone()
+                    row = self._query(db, "SELECT data FROM library_parts WHERE collection = ? AND document_id = ? "
+                                          "AND part = ?", (collection, document_id, i)).fetchone()
                 if row is None:
                     raise ContentCorrupt(f"part {i} of document {document_id[:80]!r} is missing "
                                          f"(removed while streaming?)")
@@ -283,32 +355,40 @@ class SqliteLibrarianStore:
 
         return rechunk(parts(), chunk_size, meta.sha256, meta.size, document_id)
 
-    def list_documents(self, user: str, document_type: str = SOURCE, limit: int = 1000) -> list[DocumentMetadata]:
-        """Documents of one type, newest first.
+    def list_documents(self, user: str, collection: str, document_type: str = SOURCE,
+                       limit: int = 1000) -> list[DocumentMetadata]:
+        """Documents of one type in one collection, newest first.
 
+        :param user: owner of the documents.
+        :param collection: the collection to list.
         :param document_type: ``source``, ``page``, ``chunk`` or ``answer``.
         :param limit: at most this many (1 to 100,000).
         """
+        user, collection = check_scope(user, collection)
         check_document_type(document_type)
         check_limit(limit)
         db = self._db(user, create=False)
         if db is None:
             return []
         with db.lock:
-            rows = self._query(db, "SELECT metadata FROM librarian_documents WHERE document_type = ? "
-                                   "ORDER BY time DESC, id LIMIT ?", (document_type, limit)).fetchall()
+            rows = self._query(db, "SELECT metadata FROM library_documents WHERE collection = ? AND document_type = ? "
+                                   "ORDER BY time DESC, id LIMIT ?", (collection, document_type, limit)).fetchall()
         return [metadata_from_json(r[0]) for r in rows]
 
-    def list_children(self, user: str, parent_id: str) -> list[DocumentMetadata]:
+    def list_children(self, user: str, collection: str, parent_id: str) -> list[DocumentMetadata]:
         """Direct children of a document, ordered by id.
 
-        :raises NotFound: the parent does not exist.
+        :param user: owner of the document.
+        :param collection: its collection.
+        :param parent_id: the parent document.
+        :raises NotFound: the parent does not exist in this collection.
         """
+        user, collection = check_scope(user, collection)
         check_document_id(parent_id, "parent id")
         db = self._db(user, create=False)
-        self._row(db, user, parent_id)
+        self._row(db, user, collection, parent_id)
         with db.lock:
-            rows = self._query(db, "SELECT metadata FROM librarian_documents WHERE parent_id = ? ORDER BY id",
-                               (parent_id,)).fetchall()
+            rows = self._query(db, "SELECT metadata FROM library_documents WHERE collection = ? AND parent_id = ? "
+                                   "ORDER BY id", (collection, parent_id)).fetchall()
         return [metadata_from_json(r[0]) for r in rows]
 

@@ -64,7 +64,8 @@ class DocumentRag:
             stage = "exploration"
             vector = await self.ports.embed(req.query)
             matches = await self.ports.find_chunks(req.user, req.collection, vector, req.doc_limit or s.doc_limit)
-            texts = await asyncio.gather(*(self.ports.get_content(req.user, m.chunk_id) for m in matches))
+            texts = await asyncio.gather(*(self.ports.get_content(req.user, m.chunk_id, req.collection)
+                                           for m in matches))
             docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
                     for m, t in zip(matches, texts)]
             exp_uri = uris.docrag_exploration_uri(session)
@@ -88,7 +89,7 @@ class DocumentRag:
                                            end_of_stream=True))
             if explain:
                 doc_uri = uris.docrag_answer_uri(session)
-                await self.ports.store_answer(req.user, doc_uri, text)
+                await self.ports.store_answer(req.user, doc_uri, text, collection=collection)
                 syn_uri = uris.docrag_synthesis_uri(session)
                 await explain_stage(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
                                                                       llm_model=usage.model))

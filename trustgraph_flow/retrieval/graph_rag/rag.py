@@ -70,7 +70,7 @@ class GraphRagPorts(Protocol):
         """Yield text pieces, then one final :class:`PromptOutcome` with usage and model."""
         ...
 
-    async def store_answer(self, user: str, document_id: str, text: str) -> None: ...
+    async def store_answer(self, user: str, document_id: str, text: str, collection: str = "default") -> None: ...
 
     async def store_explain(self, user: str, collection: str, stage_uri: str, triples: list[Triple]) -> None: ...
 
@@ -255,7 +255,7 @@ class _Run:
             await self.emit(GraphRagResponse(message_type="chunk", response="", end_of_stream=True))
         if self.explain:
             doc_uri = uris.answer_document_uri(self.session)
-            await self.ports.store_answer(req.user, doc_uri, text)
+            await self.ports.store_answer(req.user, doc_uri, text, collection=self.collection)
             syn_uri = uris.synthesis_uri(self.session)
             await self._explain(syn_uri, synthesis_triples(syn_uri, uris.focus_uri(self.session), doc_uri,
                                                            llm_model=self.model))
