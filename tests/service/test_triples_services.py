@@ -1,0 +1,107 @@
+"""triples-write and triples-query as services, on both deployments: streamed batches, chain walking,
+trace listing with a cursor, bad input answered with errors, bad batches dead-lettered whole."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from trustgraph_base.codec import encode
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.provenance import uris
+from trustgraph_base.provenance.triples import question_triples
+from trustgraph_base.pubsub import dead_letter_queue, flow_queue
+from trustgraph_base.schema import (
+    Metadata, TraceListRequest, TriplePattern, Triple, Triples, TriplesQueryRequest, iri, literal,
+)
+from trustgraph_base.processor import ServiceError
+
+pytestmark = pytest.mark.timeout(300)
+
+STACK = ("triples-write", "triples-query")
+
+
+async def write(stack, user, collection, triples):
+    producer = await stack.backend.create_producer(flow_queue("triples-store", stack.flow))
+    await producer.send(encode(Triples(metadata=Metadata(id="t", user=user, collection=collection),
+                                       triples=triples)))
+    await producer.close()
+
+
+async def wait_for(check, timeout=30.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.1)
+
+
+async def test_query_streaming_follow_and_trace_listing(deployment):
+    from trustgraph_cli.connection import Connection
+
+    user, coll = deployment.user, f"tq-{uuid.uuid4().hex[:6]}"
+    stack = await deployment.start(STACK)
+    store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+    e = "http://trustgraph.ai/e/"
+    data = [Triple(iri(f"{e}n{i}"), iri(f"{e}next"), iri(f"{e}n{i + 1}")) for i in range(120)]
+    data += [Triple(iri(f"{e}n{i}"), iri(ns.RDFS_LABEL), literal(f"node {i}")) for i in range(121)]
+    questions = []
+    for i in range(7):
+        q = uris.question_uri(f"00000000-0000-4000-8000-{i:012d}")
+        questions.append(q)
+        data += question_triples(q, f"question {i}", f"2026-01-0{i + 1}T00:00:00Z")
+    try:
+        await write(stack, user, coll, data)
+        await wait_for(lambda: len(store.query(user, coll, TriplePattern(g=ns.GRAPH_RETRIEVAL))) >= 7 * 6)
+        async with Connection.attach(stack, timeout=30) as conn:
+            client = await conn.client("triples")
+            parts = [r async for r in client.stream(TriplesQueryRequest(
+                user=user, collection=coll, p=iri(f"{e}next"), g="", streaming=True, batch_size=50))]
+            assert [len(p.triples) for p in parts] == [50, 50, 20] and parts[-1].is_final
+            assert not any(p.is_final for p in parts[:-1])
+            # one request walks a chain: n0 -next-> n1 -next-> n2 -next-> n3, with labels of every node
+            walked = await conn.request("triples", TriplesQueryRequest(
+                user=user, collection=coll, patterns=[TriplePattern(s=iri(f"{e}n0"), p=iri(f"{e}next"), g="")],
+                follow=[f"{e}next"], follow_depth=3, describe=[ns.RDFS_LABEL]))
+            labels = {t.o.value for t in walked.triples if t.p.value == ns.RDFS_LABEL}
+            assert {"node 0", "node 1", "node 2", "node 3"} <= labels and "node 6" not in labels
+            # newest first, paged with a cursor
+            first = await conn.request("trace-list", TraceListRequest(user=user, collection=coll, limit=3))
+            second = await conn.request("trace-list", TraceListRequest(user=user, collection=coll, limit=10,
+                                                                        cursor=first.next_cursor))
+            listed = [t.uri for t in first.traces + second.traces]
+            assert listed == list(reversed(questions)) and not second.next_cursor
+            assert first.traces[0].question == "question 6" and first.traces[0].type == "graphrag"
+            # bad input is an error reply, the service keeps serving
+            for bad in (TriplesQueryRequest(user="x'; DROP KEYSPACE tg; --", collection=coll),
+                        TriplesQueryRequest(user=user, collection="../../etc"),
+                        TriplesQueryRequest(user=user, collection=coll, limit=10**9),
+                        TriplesQueryRequest(user=user, collection=coll, s=iri("not an iri"))):
+                with pytest.raises(ServiceError):
+                    await conn.request("triples", bad)
+            assert (await conn.request("triples", TriplesQueryRequest(user=user, collection=coll,
+                                                                      p=iri(f"{e}next"), limit=1))).triples
+    finally:
+        await stack.stop()
+
+
+async def test_a_bad_batch_is_dead_lettered_whole(deployment):
+    user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
+    stack = await deployment.start(STACK)
+    store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+    dlq = await stack.backend.subscribe(dead_letter_queue(flow_queue("triples-store", stack.flow)), "inspect")
+    good = Triple(iri("http://trustgraph.ai/e/a"), iri("http://trustgraph.ai/e/b"), literal("fine"))
+    bad = Triple(iri("http://trustgraph.ai/e/a"), iri("http://trustgraph.ai/e/b"), iri("not an iri"))
+    try:
+        await write(stack, user, coll, [good, bad])
+        dead = await dlq.receive(timeout=60)
+        await dlq.ack(dead)
+        assert "not an iri" in dead.properties["dlq-reason"] or "IRI" in dead.properties["dlq-reason"]
+        assert store.query(user, coll, TriplePattern()) == []  # nothing written half-way
+        await write(stack, user, coll, [good])  # the writer keeps working
+        await wait_for(lambda: len(store.query(user, coll, TriplePattern())) == 1)
+    finally:
+        await dlq.close()
+        await stack.stop()
