@@ -215,7 +215,7 @@ async def test_undecodable_request_gets_error_reply(backend, flow_name):
     queue2: asyncio.Queue = asyncio.Queue()
     client._pending["raw"] = queue2
     raw = await backend.create_producer(request_queue("echo", flow_name))
-    await raw.send(b"{not json", {"id": "raw"})
+    await raw.send(b"{not json", {"id": "raw", "reply-to": client.reply_queue})
     reply = decode(Answer, await asyncio.wait_for(queue2.get(), 10))
     await raw.close()
     await client.stop()
@@ -243,22 +243,64 @@ async def test_shutdown_finishes_in_flight_work(backend, flow_name):
 async def test_clients_do_not_leak_subscriptions(backend, flow_name):
     svc = EchoService(backend=backend, flow=flow_name)
     await svc.start()
+    reply_queues = []
     for _ in range(5):
         async with client_for(backend, flow_name) as client:
+            reply_queues.append(client.reply_queue)
             assert (await client.request(Ask(text="x"))).text == "x:0"
     await svc.stop()
+    assert len(set(reply_queues)) == 5
+    assert all(q.startswith(response_queue("echo", flow_name) + ":") for q in reply_queues)
     if backend.name == "memory":
         assert backend.subscription_count(response_queue("echo", flow_name)) == 0
+        assert [backend.subscription_count(q) for q in reply_queues] == [0] * 5
     else:
         import json
+        import urllib.error
         import urllib.request
         from trustgraph_base.pubsub import pulsar_topic
-        topic = pulsar_topic(response_queue("echo", flow_name)).replace("non-persistent://", "")
-        url = f"{backend.admin_url}/admin/v2/non-persistent/{topic}/stats"
-        try:
-            stats = json.loads(urllib.request.urlopen(url, timeout=5).read())
-            subs = stats.get("subscriptions", {})
-        except urllib.error.HTTPError as e:  # topic gone entirely: no subscriptions either
-            assert e.code == 404
-            subs = {}
-        assert [s for s in subs if "--echo--rr-" in s] == []
+        for q in reply_queues:
+            topic = pulsar_topic(q).replace("non-persistent://", "")
+            url = f"{backend.admin_url}/admin/v2/non-persistent/{topic}/stats"
+            try:
+                subs = json.loads(urllib.request.urlopen(url, timeout=5).read()).get("subscriptions", {})
+            except urllib.error.HTTPError as e:  # topic gone entirely: no subscriptions either
+                assert e.code == 404
+                subs = {}
+            assert subs == {}, (q, subs)
+
+
+async def test_each_client_receives_only_its_own_replies(backend, flow_name):
+    """Replies go to the asking client's reply queue, not to a response topic every client reads."""
+    svc = EchoService(backend=backend, flow=flow_name, concurrency=4)
+    await svc.start()
+    watcher = await backend.subscribe(response_queue("echo", flow_name), "watch", shared=False)
+    async with client_for(backend, flow_name) as a, client_for(backend, flow_name) as b:
+        assert a.reply_queue != b.reply_queue
+        ra = await asyncio.gather(*(a.request(Ask(text=f"a{i}")) for i in range(10)))
+        rb = [[m async for m in b.stream(Ask(text=f"b{i}", parts=2))] for i in range(5)]
+    assert [r.text for r in ra] == [f"a{i}:0" for i in range(10)]
+    assert [[m.text for m in s] for s in rb] == [[f"b{i}:0", f"b{i}:1"] for i in range(5)]
+    with pytest.raises(Exception):  # nothing went to the shared response topic
+        await watcher.receive(timeout=1.0)
+    await watcher.close()
+    await svc.stop()
+
+
+async def test_reply_to_outside_the_response_queue_is_ignored(backend, flow_name):
+    """A request cannot make a service publish into another queue (e.g. a flow queue)."""
+    svc = EchoService(backend=backend, flow=flow_name)
+    await svc.start()
+    victim = await backend.subscribe(flow_queue("jobs", flow_name), "victim")
+    shared = await backend.subscribe(response_queue("echo", flow_name), "watch", shared=False)
+    raw = await backend.create_producer(request_queue("echo", flow_name))
+    await raw.send(encode(Ask(text="evil")), {"id": "x1", "reply-to": flow_queue("jobs", flow_name)})
+    reply = await shared.receive(timeout=20)  # falls back to the service's own response queue
+    await shared.ack(reply)
+    assert decode(Answer, reply.data).text == "evil:0"
+    with pytest.raises(Exception):
+        await victim.receive(timeout=1.0)
+    for c in (victim, shared):
+        await c.close()
+    await raw.close()
+    await svc.stop()

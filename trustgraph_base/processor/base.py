@@ -4,7 +4,9 @@ A service subclasses :class:`Processor`, declares its specs in ``__init__`` and 
 ``async`` handlers.  The base class opens producers and clients first, then consumers;
 runs ``concurrency`` handlers per consumer; acks after success; nacks on failure and
 dead-letters after ``max_redeliveries`` (at once for ``ValueError``: bad input does not get
-better by retrying); turns failures of request handlers into ``Error``
+better by retrying), except that a failure meaning a dependency is down (store unavailable,
+bus error, time-out) is retried with a growing back-off and is not dead-lettered before
+``max_transient_redeliveries`` (an outage loses nothing); turns failures of request handlers into ``Error``
 replies; dead-letters undecodable payloads (logged with queue and message id) without
 stopping; and on :meth:`stop` finishes in-flight messages before closing.
 
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import functools
 import logging
 import time
 from typing import Any
@@ -44,6 +48,24 @@ from .metrics import HANDLER_SECONDS, MESSAGES
 from .specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 
 log = logging.getLogger(__name__)
+
+#: Reply producers a service keeps open for its clients' own reply queues.
+CLIENT_REPLY_PRODUCERS = 256
+
+
+def is_transient(e: BaseException) -> bool:
+    """True when a failure says a dependency is unavailable (retry later), not that the message is bad.
+
+    Store outages (``error_type == "store-unavailable"``: :class:`~trustgraph_base.store.errors.StoreUnavailable`
+    or a service's error reply saying so), bus errors and time-outs are transient.
+    """
+    return (getattr(e, "error_type", None) == "store-unavailable"
+            or isinstance(e, (BackendError, TimeoutError, ConnectionError)))
+
+
+def transient_backoff(attempt: int) -> float:
+    """Seconds to wait before handing back a message whose dependency is down: 0.25 s doubling to 30 s."""
+    return min(30.0, 0.25 * 2 ** min(attempt, 8))
 
 
 class TypedProducer:
@@ -87,6 +109,7 @@ class Processor:
         self._clients: dict[str, RequestResponseClient] = {}
         self._consumers: list[Any] = []
         self._reply_producers: dict[str, Any] = {}
+        self._client_replies: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._dead_letter: dict[str, Any] = {}
         self._workers: list[asyncio.Task] = []
         self._receiving: set[asyncio.Task] = set()
@@ -94,6 +117,7 @@ class Processor:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
+        self._stop_requested = asyncio.Event()
         self._stopped = asyncio.Event()
         self.started = False
 
@@ -153,6 +177,7 @@ class Processor:
             await self._stopped.wait()
             return
         self._stopping = True
+        self._stop_requested.set()
         # Workers blocked in receive() hold no message: cancel them.  Workers running a
         # handler finish it and exit on their own.
         for task in list(self._receiving):
@@ -170,7 +195,8 @@ class Processor:
             await client.stop()
         for producer in [*self._producers.values()]:
             await producer._producer.close()
-        for producer in [*self._reply_producers.values(), *self._dead_letter.values()]:
+        for producer in [*self._reply_producers.values(), *self._client_replies.values(),
+                         *self._dead_letter.values()]:
             await producer.close()
         self._stopped.set()
         log.info("%s stopped", self.id)
@@ -218,7 +244,8 @@ class Processor:
 
     async def _handle(self, spec: ConsumerSpec, consumer, msg: Message) -> None:
         ctx = MessageContext(self.id, spec.name, spec.queue, msg.message_id, msg.properties, msg.redelivery_count,
-                             self._reply_producers.get(spec.response_queue) if spec.response_queue else None)
+                             self._reply_producers.get(spec.response_queue) if spec.response_queue else None,
+                             functools.partial(self._client_reply_producer, spec) if spec.response_queue else None)
         try:
             obj = decode(spec.schema, msg.data)
         except CodecError as e:
@@ -239,6 +266,18 @@ class Processor:
                 log.warning("%s/%s: request %s failed: %s", self.id, spec.name, ctx.request_id, e)
                 await self._reply_error(ctx, spec, Error(getattr(e, "error_type", f"{self.id}-error"), str(e)))
                 await consumer.ack(msg)
+            elif is_transient(e) and msg.redelivery_count < spec.max_transient_redeliveries:
+                # A dependency is down (store unreachable, broker gone, a call timed out), not the
+                # message: an outage must never dead-letter it.  Back off while holding it (a dead
+                # store is not hammered), then hand it back for redelivery.
+                delay = transient_backoff(msg.redelivery_count)
+                log.warning("%s/%s: message %s failed (attempt %d), dependency unavailable; retrying in %.1f s: %s",
+                            self.id, spec.name, msg.message_id, msg.redelivery_count + 1, delay, e)
+                try:
+                    await asyncio.wait_for(self._stop_requested.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+                await consumer.nack(msg)
             elif isinstance(e, ValueError) or msg.redelivery_count >= spec.max_redeliveries:
                 # Bad input (ValueError and its subclasses, e.g. invalid names or terms) will fail
                 # the same way every time: dead-letter it at once instead of retrying.
@@ -254,6 +293,26 @@ class Processor:
         HANDLER_SECONDS.labels(self.id, spec.name).observe(time.perf_counter() - t0)
         MESSAGES.labels(self.id, spec.name, "ok").inc()
         await consumer.ack(msg)
+
+    async def _client_reply_producer(self, spec: ConsumerSpec, reply_to: str):
+        """The producer for a client's own reply queue (cached, least recently used closed first).
+
+        Only sub-queues of the consumer's response queue are accepted, so a request can never
+        make a service publish into another queue; ``None`` falls back to the shared queue.
+        """
+        if not reply_to.startswith(spec.response_queue + ":") or len(reply_to) > 512:
+            log.warning("%s/%s: ignoring reply-to %r outside %s", self.id, spec.name, reply_to[:100],
+                        spec.response_queue)
+            return None
+        cache = self._client_replies
+        producer = cache.pop(reply_to, None)
+        if producer is None:
+            producer = await self.backend.create_producer(reply_to)
+            while len(cache) >= CLIENT_REPLY_PRODUCERS:
+                _old, evicted = cache.popitem(last=False)
+                asyncio.create_task(evicted.close())
+        cache[reply_to] = producer  # most recently used last
+        return producer
 
     async def _reply_error(self, ctx: MessageContext, spec: ConsumerSpec, error: Error) -> None:
         try:

@@ -1,9 +1,13 @@
 """Request/response clients: correlation by an ``id`` property, streaming, per-call timeouts.
 
-Each client owns an exclusive subscription (unique name) on the service's response queue
-and routes replies by the ``id`` property to the waiting call.  Replies for unknown ids
-(another client's, or a call that already timed out) are acked and dropped.  ``stop()``
-removes the subscription, so clients never leak subscriptions.
+Each client has a reply queue of its own, a sub-queue of the service's response queue
+(``response:tg:graph-rag:default:r-<hex>``), names it in the ``reply-to`` property of every
+request, and routes replies by the ``id`` property to the waiting call.  A client therefore
+receives only its own replies: on Pulsar, where request/response topics are non-persistent
+and a broker drops what a busy connection cannot take, no client's connection carries
+everyone else's replies (TrustGraph's single shared response topic does, and loses large
+replies under load).  Replies for unknown ids (a call that already timed out) are acked and
+dropped.  ``stop()`` removes the subscription, so clients never leak subscriptions.
 """
 
 from __future__ import annotations
@@ -73,7 +77,9 @@ class RequestResponseClient:
         self.timeout = timeout
         self.is_final = is_final or default_is_final(response_schema)
         self.owner = owner
-        self.subscription = f"{owner}--{service}--rr-{uuid.uuid4().hex[:12]}"
+        token = uuid.uuid4().hex[:12]
+        self.subscription = f"{owner}--{service}--rr-{token}"
+        self.reply_queue = f"{response_queue}:r-{token}"
         self._producer = None
         self._consumer = None
         self._reader: asyncio.Task | None = None
@@ -83,7 +89,7 @@ class RequestResponseClient:
         if self._producer is not None:
             return self
         # Subscribe before the first request can be sent, so no reply is missed.
-        self._consumer = await self.backend.subscribe(self.response_queue, self.subscription, shared=False)
+        self._consumer = await self.backend.subscribe(self.reply_queue, self.subscription, shared=False)
         self._producer = await self.backend.create_producer(self.request_queue)
         self._reader = asyncio.create_task(self._read(), name=f"rr-reader-{self.service}")
         return self
@@ -122,7 +128,7 @@ class RequestResponseClient:
         queue: asyncio.Queue = asyncio.Queue()
         self._pending[rid] = queue
         try:
-            await self._producer.send(encode(request), {"id": rid})
+            await self._producer.send(encode(request), {"id": rid, "reply-to": self.reply_queue})
         except BaseException:
             self._pending.pop(rid, None)
             raise

@@ -29,6 +29,9 @@ class ConsumerSpec:
         a handler exception becomes an error reply (and the request is acked), never a silent drop.
     :param concurrency: handlers running at once (default: the processor's ``concurrency``).
     :param max_redeliveries: after this many failed deliveries a flow message is dead-lettered.
+    :param max_transient_redeliveries: failures meaning "a dependency is down" (store unavailable,
+        bus error, time-out) are retried with a back-off up to 30 s this many times before the
+        message is dead-lettered (100: about 45 minutes of outage), so an outage loses nothing.
     :param subscription: subscription name (default ``<processor id>--<name>``); processors with
         the same id share the work.
     """
@@ -42,6 +45,7 @@ class ConsumerSpec:
     error_response: Callable[[Error], Any] | None = None
     concurrency: int | None = None
     max_redeliveries: int = 5
+    max_transient_redeliveries: int = 100
     subscription: str | None = None
     shared: bool = True
 
