@@ -1,8 +1,9 @@
-"""What every tg-* command shares: connection options, running async code, clean failures.
+"""What every tg-* command shares: connection options, output, running async code, clean failures.
 
-Failures print one line on stderr and exit non-zero, never a traceback: 1 for a failed
-operation (service error, not found), 2 for bad usage or bad input, 3 when a server cannot
-be reached or does not answer, 130 on Ctrl-C.  ``TG_DEBUG=1`` shows the traceback.
+Failures print one line on stderr (``Error: ...``) and exit non-zero, never a traceback: 1 for
+a failed operation (service error, not found), 2 for bad usage or bad input, 3 when a server
+cannot be reached or does not answer, 130 on Ctrl-C.  ``TG_DEBUG=1`` shows the traceback.
+Whatever was already printed on stdout stays as it was, ending with a complete line.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import click
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+_FLOW = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")
 
 
 class CliError(click.ClickException):
@@ -27,11 +32,70 @@ class CliError(click.ClickException):
         self.exit_code = code
 
     def show(self, file=None) -> None:
-        click.echo(f"Error: {self.message}", err=True)
+        end_line()
+        click.echo(f"Error: {_first_line(self.message)}", err=True)
+
+
+# ------------------------------------------------------------------------------- stdout
+
+class _Stdout:
+    """Whether the last thing written to stdout ended a line (so a failure never leaves half a line)."""
+
+    at_line_start = True
+
+
+def out(text: str = "", nl: bool = True) -> None:
+    """Write to stdout at once (explain events must appear while the query runs)."""
+    s = text + ("\n" if nl else "")
+    if not s:
+        return
+    sys.stdout.write(s)
+    sys.stdout.flush()
+    _Stdout.at_line_start = s.endswith("\n")
+
+
+def end_line() -> None:
+    """Finish a partly written stdout line (a streamed answer cut short)."""
+    if not _Stdout.at_line_start:
+        out()
+
+
+# --------------------------------------------------------------------------- connection
+
+@dataclass(frozen=True)
+class Target:
+    """Where a command finds the services: embedded under ``home``, or over Pulsar at ``pulsar_url``.
+
+    :param pulsar_url: Pulsar service URL; ``None`` = embedded.
+    :param home: embedded data directory (``None`` = ``$TG_HOME`` or ``~/.trustgraph``).
+    :param timeout: seconds to wait for each reply.
+    :param flow: flow name in queue names (services started with the same ``--flow``).
+    """
+
+    pulsar_url: str | None
+    home: Path | None
+    timeout: float
+    flow: str = "default"
+
+    def connect(self, needs: tuple[str, ...]):
+        """A :class:`~trustgraph_cli.connection.Connection` that starts (embedded) only ``needs``."""
+        from .connection import Connection
+
+        return Connection(self.pulsar_url, self.home, needs, self.timeout, self.flow)
 
 
 def connection_options(fn: Callable) -> Callable:
-    """``-U/--user``, ``-C/--collection``, ``--pulsar-url``, ``--home``, ``--timeout``."""
+    """``-U/--user``, ``-C/--collection``, ``--pulsar-url``, ``--home``, ``--flow``, ``--timeout``.
+
+    The command receives ``user``, ``collection`` and ``target`` (a :class:`Target`).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, pulsar_url, home, timeout, flow, **kwargs):
+        if not _FLOW.match(flow or ""):
+            raise CliError(f"invalid flow name {flow!r}: use 1-64 letters, digits, '_', '.' or '-'", EXIT_USAGE)
+        return fn(*args, target=Target(pulsar_url or None, home, timeout, flow), **kwargs)
+
     options = [
         click.option("-U", "--user", default="trustgraph", show_default=True, help="user (tenant) name"),
         click.option("-C", "--collection", default="default", show_default=True, help="collection name"),
@@ -39,12 +103,14 @@ def connection_options(fn: Callable) -> Callable:
                      help="talk to services over Pulsar (env PULSAR_URL); default: embedded"),
         click.option("--home", envvar="TG_HOME", default=None, type=click.Path(path_type=Path),
                      help="embedded data directory (env TG_HOME; default ~/.trustgraph)"),
-        click.option("--timeout", default=120.0, show_default=True, type=float,
+        click.option("--flow", envvar="TG_FLOW", default="default", show_default=True,
+                     help="flow name the services were started with (env TG_FLOW)"),
+        click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(min=0.1),
                      help="seconds to wait for each reply"),
     ]
     for option in reversed(options):
-        fn = option(fn)
-    return fn
+        wrapper = option(wrapper)
+    return wrapper
 
 
 def check_names(user: str, collection: str) -> None:
@@ -58,62 +124,92 @@ def check_names(user: str, collection: str) -> None:
         raise CliError(str(e), EXIT_USAGE) from None
 
 
+# ------------------------------------------------------------------------------ running
+
 def run_async(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     """Run an async command body; map every failure to one line on stderr and an exit code."""
 
     @functools.wraps(coro_fn)
     def wrapper(*args, **kwargs):
-        from trustgraph_base.processor import RequestTimeout, ServiceError
-        from trustgraph_base.pubsub import BackendError, BackendUnavailable
-        from trustgraph_base.store.errors import NotFound, StoreError, StoreUnavailable
-
         debug = os.environ.get("TG_DEBUG") == "1"
+        code = 0
         try:
-            return asyncio.run(coro_fn(*args, **kwargs))
-        except click.ClickException:
-            raise
+            asyncio.run(coro_fn(*args, **kwargs))
+        except click.ClickException as e:
+            e.show()
+            code = e.exit_code
         except KeyboardInterrupt:
-            _flush()
-            click.echo("Interrupted.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        except (BackendUnavailable, StoreUnavailable, RequestTimeout) as e:
-            _fail(e, EXIT_UNREACHABLE, debug)
-        except (BackendError, ConnectionError, OSError) as e:
-            _fail(e, EXIT_UNREACHABLE, debug)
-        except ServiceError as e:
-            _fail(e, EXIT_USAGE if e.error_type in ("invalid-request", "bad-request") else EXIT_FAILED, debug)
-        except (NotFound, LookupError) as e:
-            _fail(e, EXIT_FAILED, debug)
-        except (StoreError, ValueError) as e:
-            _fail(e, EXIT_USAGE, debug)
+            end_line()
+            click.echo("Error: interrupted", err=True)
+            code = EXIT_INTERRUPTED
+        except BrokenPipeError:
+            # stdout closed early (``| head``): exit quietly, as command-line tools do.
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except OSError:
+                pass
+            code = EXIT_FAILED
         except Exception as e:  # noqa: BLE001 - the promise is: one line, no traceback
-            _fail(e, EXIT_FAILED, debug)
+            code = exit_code_for(e)
+            _report(e, debug)
+        _exit(code)
 
     return wrapper
 
 
-def _flush() -> None:
-    try:
-        sys.stdout.flush()
-    except Exception:  # noqa: BLE001
-        pass
+def _exit(code: int) -> None:
+    """Leave with ``code``.  After a Pulsar client was used the process ends at once (output
+    flushed, the client already closed): the C++ client can abort ("terminate called without
+    an active exception", apache/pulsar-client-python#256) while the interpreter shuts down."""
+    connection = sys.modules.get("trustgraph_cli.connection")
+    if connection is not None and getattr(connection, "pulsar_client_created", False):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
+                pass
+        os._exit(code)
+    if code:
+        sys.exit(code)
 
 
-def _fail(e: BaseException, code: int, debug: bool) -> None:
-    _flush()
+def exit_code_for(e: BaseException) -> int:
+    """The exit code of a failure (see the module docstring)."""
+    from trustgraph_base.processor import RequestTimeout, ServiceError
+    from trustgraph_base.pubsub import BackendError, BackendUnavailable
+    from trustgraph_base.store.errors import NotFound, StoreError, StoreUnavailable
+
+    if isinstance(e, (BackendUnavailable, StoreUnavailable, RequestTimeout, BackendError, ConnectionError,
+                      OSError)):
+        return EXIT_UNREACHABLE
+    if isinstance(e, ServiceError):
+        return EXIT_USAGE if e.error_type in ("invalid-request", "bad-request") else EXIT_FAILED
+    if isinstance(e, (NotFound, LookupError)):
+        return EXIT_FAILED
+    if isinstance(e, (StoreError, ValueError)):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def _first_line(message: str) -> str:
+    lines = [line for line in (message or "").splitlines() if line.strip()]
+    return lines[0].strip() if lines else ""
+
+
+def _report(e: BaseException, debug: bool) -> None:
+    end_line()
     if debug:
         import traceback
 
         traceback.print_exception(e)
-    message = str(e) or type(e).__name__
-    click.echo(f"Error: {message.splitlines()[0] if message else type(e).__name__}", err=True)
-    sys.exit(code)
+    click.echo(f"Error: {_first_line(str(e)) or type(e).__name__}", err=True)
 
 
 def quiet_logging() -> None:
-    """Services in the embedded stack log to stderr only warnings and worse (``TG_LOG_LEVEL`` overrides)."""
+    """Services in the embedded stack log to stderr only errors (``TG_LOG_LEVEL`` overrides)."""
     import logging
 
-    level = os.environ.get("TG_LOG_LEVEL", "ERROR").upper()
+    level = os.environ.get("TG_LOG_LEVEL", "CRITICAL" if os.environ.get("TG_DEBUG") != "1" else "INFO").upper()
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger().setLevel(level)

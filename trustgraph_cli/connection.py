@@ -3,18 +3,35 @@
 Embedded (the default) starts just the processors the command needs on the in-process bus
 over the SQLite stores in ``$TG_HOME``, and on exit waits until everything they were asked
 to store is stored.  With ``--pulsar-url`` (or env ``PULSAR_URL``) the command talks to
-running services over Apache Pulsar.
+running services over Apache Pulsar: the broker's address is probed first, so an unreachable
+broker is reported at once; the Pulsar client's own log goes nowhere (``TG_DEBUG=1``: to
+stderr), so it can never mix with a command's output; ``PULSAR_LISTENER_NAME`` selects an
+advertised listener (``external`` for the docker-compose broker seen from the host).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from trustgraph_base.processor.client import RequestResponseClient
+from trustgraph_base.pubsub import BackendUnavailable
 from trustgraph_base.pubsub.topics import request_queue, response_queue
+
+#: Seconds to reach the broker's port / to finish the Pulsar handshake.
+PROBE_SECONDS = 3.0
+CONNECT_SECONDS = 5.0
+#: After Ctrl-C or a failure (embedded): how long the writers may take to store what was already sent.
+INTERRUPT_GRACE_SECONDS = 2.0
+#: Set once this process created a Pulsar client (the command then ends with ``os._exit``, see
+#: :func:`trustgraph_cli.common._exit`).
+pulsar_client_created = False
+#: Embedded processors that persist what they receive (the rest are stopped at once on Ctrl-C).
+WRITERS = frozenset({"triples-write", "librarian", "graph-embeddings-write", "document-embeddings-write"})
 
 
 class Connection:
@@ -24,6 +41,7 @@ class Connection:
     :param home: embedded data directory (default ``$TG_HOME`` or ``~/.trustgraph``).
     :param needs: embedded processor ids the command uses (see ``trustgraph_flow.embedded``).
     :param timeout: seconds to wait for each reply.
+    :param flow: flow name in queue names.
     """
 
     def __init__(self, pulsar_url: str | None = None, home: Path | None = None, needs: tuple[str, ...] = (),
@@ -35,6 +53,7 @@ class Connection:
         self.flow = flow
         self.stack = None
         self.backend = None
+        self._attached = None
         self._clients: dict[str, RequestResponseClient] = {}
 
     @classmethod
@@ -50,13 +69,11 @@ class Connection:
         return self.pulsar_url is None
 
     async def __aenter__(self) -> "Connection":
-        if getattr(self, "_attached", None) is not None:
+        if self._attached is not None:
             return self
         if self.pulsar_url:
-            from trustgraph_base.pubsub import open_backend
-
-            self.backend = open_backend("pulsar", url=self.pulsar_url, connect_timeout=5.0,
-                                        admin_url=os.environ.get("PULSAR_ADMIN_URL", ""))
+            await asyncio.to_thread(probe_broker, self.pulsar_url)
+            self.backend = open_pulsar(self.pulsar_url)
         else:
             from trustgraph_flow.embedded import start_embedded
 
@@ -85,7 +102,7 @@ class Connection:
 
     async def settle(self) -> None:
         """Embedded: wait until every message the command caused has been handled (traces stored)."""
-        stack = self.stack or getattr(self, "_attached", None)
+        stack = self.stack or self._attached
         if stack is not None and hasattr(stack.backend, "pending"):
             await stack.wait_idle()
 
@@ -95,17 +112,85 @@ class Connection:
                 await c.stop()
             except Exception:  # noqa: BLE001 - closing on the way out
                 pass
-        if getattr(self, "_attached", None) is not None:
+        if self._attached is not None:
             return  # the stack belongs to the caller
         if self.stack is not None:
             if exc_type is None:
                 await self.stack.wait_idle()
+                await self.stack.stop()
             else:
-                # Interrupted or failed: still let in-flight stores finish, but do not hang.
-                try:
-                    await asyncio.wait_for(self.stack.wait_idle(), 10)
-                except Exception:  # noqa: BLE001
-                    pass
-            await self.stack.stop()
+                await _stop_soon(self.stack)
         elif self.backend is not None:
             await self.backend.close()
+
+
+async def _stop_soon(stack) -> None:
+    """Interrupted or failed: cancel the work at once, let the writers store what was already sent
+    (at most :data:`INTERRUPT_GRACE_SECONDS`), then stop everything."""
+    loop = asyncio.get_running_loop()
+    others = [p for p in stack.processors if p.id not in WRITERS]
+    writers = [p for p in stack.processors if p.id in WRITERS]
+    await asyncio.gather(*(p.stop(timeout=0.2) for p in others), return_exceptions=True)
+    pending = getattr(stack.backend, "pending", lambda: 0)
+    deadline = loop.time() + INTERRUPT_GRACE_SECONDS
+    try:
+        while (any(p.in_flight for p in writers) or pending() > 0) and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+    except BaseException:  # noqa: BLE001 - interrupted again: stop now
+        pass
+    await stack.stop()
+
+
+def broker_addresses(url: str) -> list[tuple[str, int]]:
+    """``pulsar://h1:6650,h2:6651`` -> ``[("h1", 6650), ("h2", 6651)]``; ValueError when malformed."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("pulsar", "pulsar+ssl") or not parts.netloc:
+        raise ValueError(f"invalid Pulsar URL {url!r}: expected pulsar://host:port")
+    default = 6651 if parts.scheme == "pulsar+ssl" else 6650
+    out = []
+    for hostport in parts.netloc.split(","):
+        host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
+        host = host.strip("[]") or hostport
+        try:
+            out.append((host, int(port) if port else default))
+        except ValueError:
+            raise ValueError(f"invalid Pulsar URL {url!r}: bad port {port!r}") from None
+    return out
+
+
+def probe_broker(url: str, timeout: float = PROBE_SECONDS) -> None:
+    """Raise :class:`BackendUnavailable` unless one of the broker addresses accepts a TCP connection."""
+    errors = []
+    for host, port in broker_addresses(url):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as e:
+            errors.append(e.strerror or str(e) or type(e).__name__)
+    raise BackendUnavailable(f"cannot reach Pulsar at {url}: {'; '.join(errors).lower()}")
+
+
+def open_pulsar(url: str):
+    """A Pulsar backend whose client logs nowhere (or to stderr with ``TG_DEBUG=1``)."""
+    from trustgraph_base.pubsub.pulsar import PulsarBackend
+
+    class CliPulsarBackend(PulsarBackend):
+        def _get_client(self):
+            global pulsar_client_created
+            if self._client is None:
+                import pulsar
+                from pulsar.asyncio import Client
+
+                debug = os.environ.get("TG_DEBUG") == "1"
+                logger = pulsar.FileLogger(pulsar.LoggerLevel.Info if debug else pulsar.LoggerLevel.Error,
+                                           "/dev/stderr" if debug else os.devnull)
+                extra = {}
+                if os.environ.get("PULSAR_LISTENER_NAME"):
+                    extra["listener_name"] = os.environ["PULSAR_LISTENER_NAME"]
+                self._client = Client(self.url, logger=logger,
+                                      operation_timeout_seconds=max(1, int(self.connect_timeout)),
+                                      connection_timeout_ms=int(self.connect_timeout * 1000), **extra)
+                pulsar_client_created = True
+            return self._client
+
+    return CliPulsarBackend(url, admin_url=os.environ.get("PULSAR_ADMIN_URL", ""), connect_timeout=CONNECT_SECONDS)

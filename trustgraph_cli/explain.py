@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import click
 
-from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, quiet_logging, run_async
-from .invoke import out
+from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, out, quiet_logging, run_async
 
 TRACE_NEEDS = ("triples-query", "triples-write", "librarian")
 _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
@@ -22,21 +20,21 @@ _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
 @click.option("--cursor", default="", help="continue after a previous page (printed as next_cursor in JSON)")
 @connection_options
 @run_async
-async def list_traces(limit, kind, fmt, cursor, user, collection, pulsar_url, home, timeout):
+async def list_traces(limit, kind, fmt, cursor, user, collection, target):
     """List stored traces, newest first; sub-traces are shown under the trace that asked for them."""
     from trustgraph_base.schema import TraceListRequest
 
-    from .connection import Connection
-
     check_names(user, collection)
     quiet_logging()
-    async with Connection(pulsar_url, home, ("triples-query",), timeout) as conn:
+    async with target.connect(("triples-query",)) as conn:
         page = await conn.request("trace-list", TraceListRequest(user=user, collection=collection, type=kind or "",
                                                                  limit=limit, cursor=cursor))
+        status = await _statuses(conn, user, collection, [t.uri for t in page.traces])
     traces = page.traces
     if fmt == "json":
         out(json.dumps({"traces": [{"id": t.uri, "type": _TYPES.get(t.type, t.type), "question": t.question,
-                                    "time": t.time, "parent": t.parent or None} for t in traces],
+                                    "time": t.time, "parent": t.parent or None, "status": status[t.uri]}
+                                   for t in traces],
                         "next_cursor": page.next_cursor or None}, ensure_ascii=False, indent=2))
         return
     if not traces:
@@ -44,6 +42,7 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, pulsar_url, ho
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # cells as plain text: a question like "[/x]" is data, not console markup
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Session", "Type", "Question", "Time"):
@@ -57,12 +56,36 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, pulsar_url, ho
         if t.parent and _root_question(t.parent) in in_page:
             continue  # shown under its parent
         mark = f" (sub-trace of {t.parent})" if t.parent else ""
-        table.add_row(t.uri, _TYPES.get(t.type, t.type), _truncate(t.question, 60) + mark, t.time)
+        table.add_row(Text(t.uri), _TYPES.get(t.type, t.type),
+                      Text(_status_mark(status[t.uri]) + _truncate(t.question, 60) + mark), Text(t.time))
         for c in children.get(t.uri, []):
-            table.add_row(f"  └ {c.uri}", _TYPES.get(c.type, c.type), _truncate(c.question, 56), c.time)
+            table.add_row(Text(f"  └ {c.uri}"), _TYPES.get(c.type, c.type),
+                          Text(_status_mark(status[c.uri]) + _truncate(c.question, 56)), Text(c.time))
     Console(width=max(160, 40), soft_wrap=False).print(table)
     if page.next_cursor:
         out(f"(more: --cursor {page.next_cursor})")
+
+
+async def _statuses(conn, user: str, collection: str, uris: list[str]) -> dict[str, str]:
+    """``complete`` / ``failed`` / ``incomplete`` of each listed trace, from one batched look-up of final stages."""
+    from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.schema import IRI, Term, TriplePattern
+
+    from .trace_model import final_stage_uris
+    from .traces import query
+
+    ends = {u: final_stage_uris(u) for u in uris}
+    wanted = [e for pair in ends.values() for e in pair if e]
+    rdf_type = Term(IRI, ns.RDF_TYPE)
+    found = {t.s.value for t in await query(conn, user, collection, [
+        TriplePattern(s=Term(IRI, e), p=rdf_type, g=ns.GRAPH_RETRIEVAL, limit=1) for e in wanted])}
+    return {u: "failed" if error in found else "complete" if final in found else "incomplete"
+            for u, (final, error) in ends.items()}
+
+
+def _status_mark(status: str) -> str:
+    """A finished trace needs no mark; the others say so in front of their question."""
+    return "" if status == "complete" else f"[{status}] "
 
 
 def _root_question(analysis_uri: str) -> str:
@@ -94,18 +117,17 @@ def check_trace_uri(uri: str) -> str:
               help="characters of the answer to print (0 = all)")
 @connection_options
 @run_async
-async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, pulsar_url, home, timeout):
+async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, target):
     """Show one stored trace: every stage, edge reasons and sources, the answer; or export it as RDF."""
     from trustgraph_base.schema import LibrarianRequest
 
-    from .connection import Connection
     from .trace_model import TraceIndex, build_trace, trace_type
     from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples
 
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
-    async with Connection(pulsar_url, home, TRACE_NEEDS, timeout) as conn:
+    async with target.connect(TRACE_NEEDS) as conn:
         triples = await load_trace_triples(conn, user, collection, uri)
         index = TraceIndex(triples)
         if not triples or trace_type(index, uri) is None:
@@ -147,6 +169,14 @@ def _answer(text: str | None, max_answer: int) -> list[str]:
     return ["  " + line for line in text.splitlines()] or ["  "]
 
 
+_STATUS_TEXT = {
+    "complete": "complete",
+    "failed": "failed (see Error below)",
+    "incomplete": "INCOMPLETE - no final stage and no error were recorded: the query was interrupted (e.g. the "
+                  "process running it was killed); the stages below are all that was stored",
+}
+
+
 def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str = "") -> None:
     """The readable form of a trace (also used for agent sub-traces, indented)."""
     from .traces import chain_text
@@ -158,6 +188,7 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
     p(f"=== {_TYPES[kind]} trace: {trace['uri']} ===")
     p(f"Question: {trace['question']}")
     p(f"Time: {trace['time']}")
+    p(f"Status: {_STATUS_TEXT.get(trace.get('status'), trace.get('status'))}")
     if trace.get("parent"):
         p(f"Asked by: {trace['parent']}")
     if kind == "graphrag":
@@ -253,17 +284,14 @@ def parse_duration(text: str) -> float:
 @click.option("--dry-run", is_flag=True, help="report what would be deleted")
 @connection_options
 @run_async
-async def delete_trace(uri, dry_run, user, collection, pulsar_url, home, timeout):
+async def delete_trace(uri, dry_run, user, collection, target):
     """Delete one trace whole (all stages, edge selections, sub-traces, the stored answer) and nothing else."""
     from trustgraph_base.schema import TraceAdminRequest
-
-    from .connection import Connection
 
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
-    async with Connection(pulsar_url, home, ("triples-query", "triples-write", "librarian", "trace-admin"),
-                          timeout) as conn:
+    async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
         r = await conn.request("trace-admin", TraceAdminRequest(operation="delete", user=user, collection=collection,
                                                                 uri=uri, dry_run=dry_run))
     verb = "Would delete" if dry_run else "Deleted"
@@ -275,17 +303,14 @@ async def delete_trace(uri, dry_run, user, collection, pulsar_url, home, timeout
 @click.option("--dry-run", is_flag=True, help="report what would be deleted")
 @connection_options
 @run_async
-async def prune_traces(older_than, dry_run, user, collection, pulsar_url, home, timeout):
+async def prune_traces(older_than, dry_run, user, collection, target):
     """Delete every trace of a user and collection that started before now minus a duration."""
     from trustgraph_base.schema import TraceAdminRequest
-
-    from .connection import Connection
 
     seconds = parse_duration(older_than)
     check_names(user, collection)
     quiet_logging()
-    async with Connection(pulsar_url, home, ("triples-query", "triples-write", "librarian", "trace-admin"),
-                          timeout) as conn:
+    async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
         r = await conn.request("trace-admin", TraceAdminRequest(operation="prune", user=user, collection=collection,
                                                                 older_than_seconds=seconds, dry_run=dry_run))
     verb = "Would delete" if dry_run else "Deleted"

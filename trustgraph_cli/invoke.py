@@ -22,20 +22,16 @@ while the answer streams to stdout::
 
 from __future__ import annotations
 
-import sys
 import uuid
 
 import click
 
-from .common import CliError, EXIT_FAILED, check_names, connection_options, quiet_logging, run_async
+from .common import (
+    CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, end_line, out, quiet_logging, run_async,
+)
 
 QUERY_NEEDS = ("triples-write", "triples-query", "graph-embeddings-query", "document-embeddings-query", "embeddings",
                "prompt", "text-completion", "librarian")
-
-
-def out(text: str = "", nl: bool = True) -> None:
-    sys.stdout.write(text + ("\n" if nl else ""))
-    sys.stdout.flush()
 
 
 def _index(triples):
@@ -170,15 +166,13 @@ def _short(text: str, n: int) -> str:
 @connection_options
 @run_async
 async def graph_rag(question, explainable, no_streaming, entity_limit, triple_limit, max_subgraph_size,
-                    max_path_length, edge_limit, user, collection, pulsar_url, home, timeout):
+                    max_path_length, edge_limit, user, collection, target):
     """Ask the knowledge graph; with -x, show why: explored edges, selected edges with reasons, sources."""
     from trustgraph_base.schema import GraphRagQuery
 
-    from .connection import Connection
-
     check_names(user, collection)
     quiet_logging()
-    async with Connection(pulsar_url, home, QUERY_NEEDS + ("graph-rag",), timeout) as conn:
+    async with target.connect(QUERY_NEEDS + ("graph-rag",)) as conn:
         printer = ExplainPrinter(conn, user, collection)
         req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
                             triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
@@ -192,8 +186,6 @@ async def _stream_rag(conn, service: str, req, printer: ExplainPrinter, explaina
     question_uri = ""
     async for msg in client.stream(req):
         if msg.error is not None:
-            if wrote_answer:
-                out()
             raise CliError(f"{service}: {msg.error.message}", EXIT_FAILED)
         if msg.message_type == "explain":
             if not question_uri:
@@ -206,7 +198,7 @@ async def _stream_rag(conn, service: str, req, printer: ExplainPrinter, explaina
             out(msg.response, nl=False)
             wrote_answer = True
     if wrote_answer:
-        out()
+        end_line()
 
 
 def _synthesis_uri(question_uri: str) -> str:
@@ -225,15 +217,13 @@ def _synthesis_uri(question_uri: str) -> str:
 @click.option("-d", "--doc-limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @connection_options
 @run_async
-async def document_rag(question, explainable, no_streaming, doc_limit, user, collection, pulsar_url, home, timeout):
+async def document_rag(question, explainable, no_streaming, doc_limit, user, collection, target):
     """Ask the documents; with -x, show which chunks (and pages, documents) the answer used."""
     from trustgraph_base.schema import DocumentRagQuery
 
-    from .connection import Connection
-
     check_names(user, collection)
     quiet_logging()
-    async with Connection(pulsar_url, home, QUERY_NEEDS + ("document-rag",), timeout) as conn:
+    async with target.connect(QUERY_NEEDS + ("document-rag",)) as conn:
         printer = ExplainPrinter(conn, user, collection)
         req = DocumentRagQuery(query=question, user=user, collection=collection, doc_limit=doc_limit,
                                streaming=not no_streaming)
@@ -251,12 +241,10 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
 @connection_options
 @run_async
 async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, user, collection,
-                pulsar_url, home, timeout):
+                target):
     """Ask the ReAct agent; its trace (and linked GraphRAG/DocRAG sub-traces) is recorded by default."""
     from trustgraph_base.provenance.uris import check_session_id
     from trustgraph_base.schema import AgentRequest
-
-    from .connection import Connection
 
     check_names(user, collection)
     sid = "" if no_trace else (session_id or str(uuid.uuid4()))
@@ -264,10 +252,10 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
         try:
             check_session_id(sid)
         except ValueError as e:
-            raise CliError(str(e), 2) from None
+            raise CliError(str(e), EXIT_USAGE) from None
     quiet_logging()
     needs = QUERY_NEEDS + ("graph-rag", "document-rag", "agent-manager-react")
-    async with Connection(pulsar_url, home, needs, timeout) as conn:
+    async with target.connect(needs) as conn:
         printer = ExplainPrinter(conn, user, collection, verbose)
         client = await conn.client("agent")
         req = AgentRequest(question=question, user=user, collection=collection, session_id=sid,
@@ -280,8 +268,11 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
                 if explainable:
                     await printer.event(msg.explain_id, msg.explain_triples)
             elif msg.message_type in ("thought", "observation") and verbose:
-                prefix = "Thought" if msg.message_type == "thought" else "Observation"
-                click.echo(f"{prefix}: {_short(msg.content, 2000)}", err=not explainable)
+                line = f"{'Thought' if msg.message_type == 'thought' else 'Observation'}: {_short(msg.content, 2000)}"
+                if explainable:
+                    out(line)  # interleaved with the explain blocks, in the order things happened
+                else:
+                    click.echo(line, err=True)  # stdout keeps just the answer
             elif msg.message_type == "answer" and msg.content:
                 out(msg.content)
                 answer_written = True

@@ -7,10 +7,8 @@ extracted, stored and embedded.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,8 +16,7 @@ from pathlib import Path
 
 import click
 
-from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, quiet_logging, run_async
-from .invoke import out
+from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, out, quiet_logging, run_async
 
 INGEST_NEEDS = ("triples-write", "triples-query", "librarian", "decoder", "chunker", "kg-extract",
                 "graph-embeddings-write", "document-embeddings-write", "embeddings", "prompt", "text-completion")
@@ -92,6 +89,7 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
                           idle_timeout: float, show: bool = True) -> None:
     """Wait (with rich progress bars on stderr) until every document in ``documents`` (id → name) is done."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trustgraph_base.pubsub import ReceiveTimeout
@@ -100,7 +98,8 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=not show, transient=False) as bars:
-        tasks = {d: bars.add_task(f"{name[:40]}: decoding", total=None) for d, name in documents.items()}
+        # names are data, not console markup: a title like "[/]" must not break (or style) the bars
+        tasks = {d: bars.add_task(f"{escape(name[:40])}: decoding", total=None) for d, name in documents.items()}
         while not all(s.complete for s in state.values()):
             try:
                 ev = await feed.next(idle_timeout)
@@ -118,7 +117,7 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
             finished = min((len(s.done[st]) for st in CHUNK_STAGES), default=0)
             label = "extracting" if n is None or finished < n else "done"
             bars.update(tasks[ev.document_id], total=n, completed=finished,
-                        description=f"{documents[ev.document_id][:40]}: {label}")
+                        description=f"{escape(documents[ev.document_id][:40])}: {label}")
 
 
 def document_id_for(content: bytes) -> str:
@@ -148,12 +147,10 @@ async def load_documents(conn, user: str, collection: str, docs: list[tuple[str,
 @click.option("--id", "doc_id", default=None, help="document IRI (default: derived from the content); one file only")
 @connection_options
 @run_async
-async def load_document(files, title, kind, doc_id, user, collection, pulsar_url, home, timeout):
+async def load_document(files, title, kind, doc_id, user, collection, target):
     """Load text, Markdown or PDF documents: store, decode, chunk, extract (with provenance) and embed."""
     from trustgraph_base.provenance.triples import validate_iri
     from trustgraph_flow.ingest.decoding import detect_kind, normalize_kind
-
-    from .connection import Connection
 
     check_names(user, collection)
     if len(files) > 1 and (title or doc_id):
@@ -161,6 +158,8 @@ async def load_document(files, title, kind, doc_id, user, collection, pulsar_url
     docs = []
     for f in files:
         content = f.read_bytes()
+        if not content:
+            raise CliError(f"{f} is empty (0 bytes)", EXIT_USAGE)
         try:
             k = normalize_kind(kind) if kind else detect_kind(f.name, content)
         except ValueError as e:
@@ -172,8 +171,8 @@ async def load_document(files, title, kind, doc_id, user, collection, pulsar_url
             raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
         docs.append((did, title or f.name, k, content))
     quiet_logging()
-    async with Connection(pulsar_url, home, INGEST_NEEDS, timeout) as conn:
-        await load_documents(conn, user, collection, docs, timeout)
+    async with target.connect(INGEST_NEEDS) as conn:
+        await load_documents(conn, user, collection, docs, target.timeout)
     for did, name, _k, _c in docs:
         out(f"Loaded {name} as {did}")
 
@@ -185,15 +184,13 @@ async def load_document(files, title, kind, doc_id, user, collection, pulsar_url
 @click.option("--batch-size", type=click.IntRange(1, 100000), default=1000, show_default=True)
 @connection_options
 @run_async
-async def load_turtle(file, fmt, batch_size, user, collection, pulsar_url, home, timeout):
+async def load_turtle(file, fmt, batch_size, user, collection, target):
     """Load an existing RDF graph into a collection; labelled entities are embedded for GraphRAG."""
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.pubsub.topics import flow_queue
     from trustgraph_base.rdf.export import parse
     from trustgraph_base.codec import encode
     from trustgraph_base.schema import IRI, LITERAL, EntityContext, EntityContexts, Metadata, Triples, iri
-
-    from .connection import Connection
 
     check_names(user, collection)
     fmt = fmt or {".ttl": "turtle", ".trig": "trig", ".nt": "ntriples", ".nq": "nquads"}.get(file.suffix.lower(),
@@ -208,8 +205,8 @@ async def load_turtle(file, fmt, batch_size, user, collection, pulsar_url, home,
     labels = {t.s.value: t.o.value for t in triples if t.p.value == ns.RDFS_LABEL and t.s.type == IRI
               and t.o.type == LITERAL and not t.g}
     quiet_logging()
-    async with Connection(pulsar_url, home, ("triples-write", "triples-query", "graph-embeddings-write",
-                                             "embeddings"), timeout) as conn:
+    async with target.connect(("triples-write", "triples-query", "graph-embeddings-write",
+                                             "embeddings")) as conn:
         from rich.progress import Progress
 
         batches = [triples[i:i + batch_size] for i in range(0, len(triples), batch_size)]
@@ -234,7 +231,7 @@ async def load_turtle(file, fmt, batch_size, user, collection, pulsar_url, home,
             with Progress(console=_stderr_console()) as bars:
                 task = bars.add_task(f"{file.name}", total=len(batches) + len(ent_batches))
                 while any(not want[k] <= got[k] for k in want):
-                    ev = await _next_or_fail(feed, timeout, file.name)
+                    ev = await _next_or_fail(feed, target.timeout, file.name)
                     if ev.document_id == root and ev.stage in got:
                         got[ev.stage].add(ev.item_id)
                         bars.update(task, completed=sum(len(v) for v in got.values()))
@@ -264,20 +261,23 @@ async def _next_or_fail(feed: ProgressFeed, timeout: float, name: str):
 @click.option("--max-content", type=click.IntRange(10, 100000), default=200, show_default=True)
 @connection_options
 @run_async
-async def show_extraction_provenance(document_id, fmt, show_content, max_content, user, collection, pulsar_url,
-                                     home, timeout):
+async def show_extraction_provenance(document_id, fmt, show_content, max_content, user, collection, target):
     """Show a document's extraction provenance: document → pages → chunks → extracted edges."""
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.provenance import uris
+    from trustgraph_base.rdf.terms import validate_iri
     from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
     from trustgraph_flow.retrieval.graph_rag.labels import term_label
 
-    from .connection import Connection
     from .traces import LabelCache, iris_in_terms, query
 
     check_names(user, collection)
+    try:
+        validate_iri(document_id)
+    except ValueError as e:
+        raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
     quiet_logging()
-    async with Connection(pulsar_url, home, ("triples-query", "triples-write", "librarian"), timeout) as conn:
+    async with target.connect(("triples-query", "triples-write", "librarian")) as conn:
         meta = (await conn.request("librarian", LibrarianRequest(operation="get-document-metadata", user=user,
                                                                  collection=collection,
                                                                  document_id=document_id))).document_metadata
@@ -336,24 +336,23 @@ async def show_extraction_provenance(document_id, fmt, show_content, max_content
 @click.option("--reload", is_flag=True, help="load the sample corpus again even if it is loaded")
 @connection_options
 @run_async
-async def quickstart(question, reload, user, collection, pulsar_url, home, timeout):
+async def quickstart(question, reload, user, collection, target):
     """Load the bundled sample corpus (once) and answer a question with --explainable output."""
     from trustgraph_base.schema import GraphRagQuery, LibrarianRequest
     from trustgraph_flow.ingest.sample_corpus import QUICKSTART_QUESTION, sample_documents
 
-    from .connection import Connection
     from .invoke import ExplainPrinter, QUERY_NEEDS, _stream_rag
 
     check_names(user, collection)
     quiet_logging()
-    async with Connection(pulsar_url, home, tuple(dict.fromkeys(INGEST_NEEDS + QUERY_NEEDS + ("graph-rag",))),
-                          timeout) as conn:
+    async with target.connect(tuple(dict.fromkeys(INGEST_NEEDS + QUERY_NEEDS + ("graph-rag",)))) as conn:
         loaded = {m.id for m in (await conn.request("librarian", LibrarianRequest(
             operation="list-documents", user=user, collection=collection))).document_metadatas}
         docs = [d for d in sample_documents() if reload or d.id not in loaded]
         if docs:
             click.echo(f"Loading the sample corpus ({len(docs)} documents) into {user}/{collection} ...", err=True)
-            await load_documents(conn, user, collection, [(d.id, d.title, d.kind, d.content) for d in docs], timeout)
+            await load_documents(conn, user, collection, [(d.id, d.title, d.kind, d.content) for d in docs],
+                                 target.timeout)
             await conn.settle()
         printer = ExplainPrinter(conn, user, collection)
         await _stream_rag(conn, "graph-rag", GraphRagQuery(query=question or QUICKSTART_QUESTION, user=user,

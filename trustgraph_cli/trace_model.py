@@ -10,10 +10,13 @@ agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain
 - graphrag: ``exploration {uri, edge_count, seed_entities[{uri, label}]}``, ``focus {uri,
   dropped, selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, sources[[{uri,
   type, label}]]}]}``, ``synthesis {uri, document, answer, model}``.
-- docrag: ``exploration {uri, chunk_count, chunks[{uri, label, chain[{uri, type, label}]}]}``,
+- docrag: ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type, label}]}]}``,
   ``synthesis {uri, document, answer, model}``.
 - agent: ``analyses[{uri, thought, action, arguments, observation, tool_error, sub_traces[...]}]``,
   ``conclusion {uri, answer, termination_reason}``.
+- ``status``: ``complete`` (the final stage - Synthesis or Conclusion - is stored), ``failed``
+  (an Error stage records how far the query got) or ``incomplete`` (neither: the query was cut
+  short, e.g. the process running it was killed, so the trace stops at its last stored stage).
 Terms in ``edge`` are ``{"type": "iri"|"literal"|"triple"|"blank", "value", "datatype"?,
 "language"?}``.  Missing stages are null, never invented.
 """
@@ -28,7 +31,8 @@ from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 
-__all__ = ["TraceIndex", "build_trace", "trace_type", "term_json", "QUESTION_TYPES"]
+__all__ = ["TraceIndex", "build_trace", "trace_type", "trace_status", "final_stage_uris", "term_json",
+           "QUESTION_TYPES"]
 
 QUESTION_TYPES = {ns.TG_GRAPH_RAG_QUESTION: "graphrag", ns.TG_DOC_RAG_QUESTION: "docrag",
                   ns.TG_AGENT_QUESTION: "agent"}
@@ -133,7 +137,34 @@ def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str
         out.update(_docrag(index, uri, answers, chains))
     else:
         out.update(_agent(index, uri, labels, answers, chains))
+    out["status"] = trace_status(out)
     return out
+
+
+def trace_status(trace: Mapping[str, Any]) -> str:
+    """``failed`` when an Error stage is stored, ``complete`` when the final stage is, else ``incomplete``."""
+    if trace.get("error"):
+        return "failed"
+    final = trace.get("conclusion") if trace.get("type") == "agent" else trace.get("synthesis")
+    return "complete" if final else "incomplete"
+
+
+def final_stage_uris(question_uri: str) -> tuple[str, str]:
+    """``(final stage, error stage)`` URIs of the trace rooted at ``question_uri`` (``""`` when it has none).
+
+    A trace is finished when one of them is stored; :func:`trace_status` of a listed trace can be
+    told from these two look-ups alone.
+    """
+    from trustgraph_base.provenance import uris
+
+    kind, _, rest = question_uri.removeprefix("urn:trustgraph:").partition(":")
+    if kind == "question":
+        return uris.synthesis_uri(rest), uris.error_uri(rest)
+    if kind == "docrag":
+        return uris.docrag_synthesis_uri(rest), uris.docrag_error_uri(rest)
+    if kind == "agent":
+        return f"{question_uri}/final", ""
+    return "", ""
 
 
 def _label(term: Term, labels: Mapping[str, str]) -> str:

@@ -1,0 +1,25 @@
+# One image for every processor and the tg-* CLI (docker-compose.yml runs one container per
+# processor from it).  Build: docker build -t trustgraph-explain .
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+# The packaging metadata first, then the code: the dependency layer is rebuilt only when it changes.
+COPY pyproject.toml README.md ./
+COPY trustgraph_base ./trustgraph_base
+COPY trustgraph_flow ./trustgraph_flow
+COPY trustgraph_cli ./trustgraph_cli
+# pip compiles the bytecode at install time, so every container starts without compiling.
+RUN pip install . && rm -rf /src/build
+
+# Processors need no privileges; embedded CLI data (TG_HOME) goes to the user's home.
+RUN useradd --create-home --uid 10001 trustgraph
+USER trustgraph
+WORKDIR /home/trustgraph
+ENV TG_HOME=/home/trustgraph/.trustgraph
+
+# Services are chosen by command (e.g. "graph-rag"); without one, list the tg-* commands.
+CMD ["sh", "-c", "ls /usr/local/bin | grep -E '^tg-'"]
