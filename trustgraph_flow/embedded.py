@@ -8,6 +8,7 @@ processes over Pulsar in the distributed set-up.
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,22 +98,6 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
     :param backend: a pub/sub backend (default: a new in-process one).
     :param store: ``sqlite`` or ``cassandra``; ``store_options`` are passed to the store openers.
     """
-    from trustgraph_base.store.librarian import open_librarian_store
-    from trustgraph_base.store.triples import open_triples_store
-    from trustgraph_base.store.vectors import open_vector_index
-
-    from .agent.react.service import AgentService
-    from .ingest.services import ChunkerService, DecoderService, KgExtractService
-    from .librarian.service import LibrarianService
-    from .model.services import EmbeddingsService, PromptService, TextCompletionService
-    from .query.triples.service import TriplesQueryService
-    from .query.vectors.service import DocumentEmbeddingsQuery, GraphEmbeddingsQuery
-    from .retrieval.document_rag.service import DocumentRagService
-    from .retrieval.graph_rag.service import GraphRagService
-    from .storage.traces.service import TraceAdminService
-    from .storage.triples.service import TriplesWriteService
-    from .storage.vectors.service import DocumentEmbeddingsWriter, GraphEmbeddingsWriter
-
     from .common.stores import store_options_from
 
     if store == "sqlite":
@@ -126,36 +111,48 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
         """One store object per kind, shared by every processor that needs it."""
         if kind not in stores:
             if kind == "triples":
+                from trustgraph_base.store.triples import open_triples_store
+
                 stores[kind] = open_triples_store(store, **options)
             elif kind == "librarian":
+                from trustgraph_base.store.librarian import open_librarian_store
+
                 stores[kind] = open_librarian_store(store, **options)
             else:
+                from trustgraph_base.store.vectors import open_vector_index
+
                 stores[kind] = open_vector_index(store, kind=kind, **options)
         return stores[kind]
 
     backend = backend or open_backend("memory")
     extra = settings or {}
     use_llm = llm == "openai" or (llm == "auto" and _llm_configured())
+    # processor id -> (class path, constructor arguments); classes are imported only when run,
+    # so a command that lists traces does not pay for PDF parsing or the embedder.
     factories = {
-        "triples-write": lambda: (TriplesWriteService, {"triples_store": shared("triples")}),
-        "triples-query": lambda: (TriplesQueryService, {"triples_store": shared("triples")}),
-        "graph-embeddings-query": lambda: (GraphEmbeddingsQuery, {"vector_index": shared("graph")}),
-        "document-embeddings-query": lambda: (DocumentEmbeddingsQuery, {"vector_index": shared("document")}),
-        "embeddings": lambda: (EmbeddingsService, {}),
-        "prompt": lambda: (PromptService, {"llm": "openai" if use_llm else "extractive"}),
-        "text-completion": lambda: (TextCompletionService, {}) if use_llm else None,
-        "librarian": lambda: (LibrarianService, {"librarian_store": shared("librarian"),
-                                                 "triples_store": shared("triples"),
-                                                 "document_index": shared("document"), "graph_index": shared("graph")}),
-        "decoder": lambda: (DecoderService, {}),
-        "chunker": lambda: (ChunkerService, {}),
-        "kg-extract": lambda: (KgExtractService, {"extractor": "llm" if use_llm else "pattern"}),
-        "graph-embeddings-write": lambda: (GraphEmbeddingsWriter, {"vector_index": shared("graph")}),
-        "document-embeddings-write": lambda: (DocumentEmbeddingsWriter, {"vector_index": shared("document")}),
-        "graph-rag": lambda: (GraphRagService, {}),
-        "document-rag": lambda: (DocumentRagService, {}),
-        "agent-manager-react": lambda: (AgentService, {}),
-        "trace-admin": lambda: (TraceAdminService, {"triples_store": shared("triples")}),
+        "triples-write": lambda: ("storage.triples.service:TriplesWriteService", {"triples_store": shared("triples")}),
+        "triples-query": lambda: ("query.triples.service:TriplesQueryService", {"triples_store": shared("triples")}),
+        "graph-embeddings-query": lambda: ("query.vectors.service:GraphEmbeddingsQuery",
+                                           {"vector_index": shared("graph")}),
+        "document-embeddings-query": lambda: ("query.vectors.service:DocumentEmbeddingsQuery",
+                                              {"vector_index": shared("document")}),
+        "embeddings": lambda: ("model.services:EmbeddingsService", {}),
+        "prompt": lambda: ("model.services:PromptService", {"llm": "openai" if use_llm else "extractive"}),
+        "text-completion": lambda: ("model.services:TextCompletionService", {}) if use_llm else None,
+        "librarian": lambda: ("librarian.service:LibrarianService", {
+            "librarian_store": shared("librarian"), "triples_store": shared("triples"),
+            "document_index": shared("document"), "graph_index": shared("graph")}),
+        "decoder": lambda: ("ingest.services:DecoderService", {}),
+        "chunker": lambda: ("ingest.services:ChunkerService", {}),
+        "kg-extract": lambda: ("ingest.services:KgExtractService", {"extractor": "llm" if use_llm else "pattern"}),
+        "graph-embeddings-write": lambda: ("storage.vectors.service:GraphEmbeddingsWriter",
+                                           {"vector_index": shared("graph")}),
+        "document-embeddings-write": lambda: ("storage.vectors.service:DocumentEmbeddingsWriter",
+                                              {"vector_index": shared("document")}),
+        "graph-rag": lambda: ("retrieval.graph_rag.service:GraphRagService", {}),
+        "document-rag": lambda: ("retrieval.document_rag.service:DocumentRagService", {}),
+        "agent-manager-react": lambda: ("agent.react.service:AgentService", {}),
+        "trace-admin": lambda: ("storage.traces.service:TraceAdminService", {"triples_store": shared("triples")}),
     }
     unknown = set(only) - set(factories)
     if unknown:
@@ -165,7 +162,9 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
         made = factories[pid]()
         if made is None:
             continue
-        cls, kw = made
+        path, kw = made
+        module, _, name = path.partition(":")
+        cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
         procs.append(cls(backend=backend, flow=flow, **{**kw, **extra.get(pid, {})}))
     stack = EmbeddedStack(backend, [], list(stores.values()), flow)
     try:
