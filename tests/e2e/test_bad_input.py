@@ -250,13 +250,22 @@ def test_ctrl_c_while_waiting_for_a_distributed_service(pulsar_service):
     proc = subprocess.Popen([script("tg-invoke-graph-rag"), "-x", "-q", "Who discovered radium?"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    stats = f"{pulsar_service.admin_url}/admin/v2/non-persistent/tg/response/graph-rag:{flow}/stats"
+    # The command's own reply queue is a sub-queue of the service's response queue.
+    topics = f"{pulsar_service.admin_url}/admin/v2/non-persistent/tg/response"
+    prefix = f"non-persistent://tg/response/graph-rag:{flow}:r-"
     deadline = time.monotonic() + 60
     while True:  # the command's reply subscription exists: it is waiting for the answer
         try:
-            with urllib.request.urlopen(stats, timeout=5) as resp:
-                if any(s.startswith("cli--graph-rag--") for s in json.load(resp).get("subscriptions", {})):
-                    break
+            with urllib.request.urlopen(topics, timeout=5) as resp:
+                mine = [t for t in json.load(resp) if t.startswith(prefix)]
+            subscribed = False
+            for topic in mine:
+                stats = f"{pulsar_service.admin_url}/admin/v2/non-persistent/tg/response/{topic[len('non-persistent://tg/response/'):]}/stats"
+                with urllib.request.urlopen(stats, timeout=5) as resp:
+                    if any(s.startswith("cli--graph-rag--") for s in json.load(resp).get("subscriptions", {})):
+                        subscribed = True
+            if subscribed:
+                break
         except OSError:
             pass
         assert proc.poll() is None and time.monotonic() < deadline, "the command never subscribed"
