@@ -251,14 +251,14 @@ def _compile_dataclass(cls: type) -> tuple[_Converter, _Converter]:
     fields = [f for f in dataclasses.fields(cls) if f.init]
     env: dict[str, Any] = {"CodecError": CodecError, "_type_name": _type_name, "cls": cls,
                            "_MISSING": _MISSING}
-    enc_lines = [f"def encode_dc(obj):",
-                 f"    if type(obj) is not cls and not isinstance(obj, cls):",
+    enc_lines = ["def encode_dc(obj):",
+                 "    if type(obj) is not cls and not isinstance(obj, cls):",
                  f"        raise CodecError('expected {cls.__name__}, got ' + _type_name(obj))",
-                 f"    out = {{}}"]
-    dec_lines = [f"def decode_dc(d):",
-                 f"    if type(d) is not dict:",
+                 "    out = {}"]
+    dec_lines = ["def decode_dc(d):",
+                 "    if type(d) is not dict:",
                  f"        raise CodecError('expected object for {cls.__name__}, got ' + _type_name(d))",
-                 f"    get = d.get"]
+                 "    get = d.get"]
     args = []
     for i, f in enumerate(fields):
         tp = hints[f.name]
@@ -288,12 +288,12 @@ def _compile_dataclass(cls: type) -> tuple[_Converter, _Converter]:
             enc_lines.append(f"            raise CodecError('expected {tp.__name__}, got ' + _type_name(v), {name!r})")
             enc_lines.append(f"        out[{name!r}] = v")
         else:
-            enc_lines.append(f"        try:")
+            enc_lines.append("        try:")
             if optional is not None and not (has_default and f.default is None):
                 enc_lines.append(f"            out[{name!r}] = None if v is None else enc{i}(v)")
             else:
                 enc_lines.append(f"            out[{name!r}] = enc{i}(v)")
-            enc_lines.append(f"        except CodecError as e:")
+            enc_lines.append("        except CodecError as e:")
             enc_lines.append(f"            raise e.within({name!r}) from None")
         # -- decoder: missing fields take their defaults
         if has_default:
@@ -303,22 +303,22 @@ def _compile_dataclass(cls: type) -> tuple[_Converter, _Converter]:
         else:
             missing = "_MISSING"
         dec_lines.append(f"    v = get({name!r}, _MISSING)")
-        dec_lines.append(f"    if v is _MISSING:")
+        dec_lines.append("    if v is _MISSING:")
         if missing == "_MISSING":
             dec_lines.append(f"        raise CodecError('missing required field', {name!r})")
         else:
             dec_lines.append(f"        v = {missing}")
-        dec_lines.append(f"    else:")
+        dec_lines.append("    else:")
         if check:
             dec_lines.append(f"        if {check}:")
             dec_lines.append(f"            raise CodecError('expected {tp.__name__}, got ' + _type_name(v), {name!r})")
         else:
-            dec_lines.append(f"        try:")
+            dec_lines.append("        try:")
             if optional is not None:
                 dec_lines.append(f"            if v is not None: v = dec{i}(v)")
             else:
                 dec_lines.append(f"            v = dec{i}(v)")
-            dec_lines.append(f"        except CodecError as e:")
+            dec_lines.append("        except CodecError as e:")
             dec_lines.append(f"            raise e.within({name!r}) from None")
         dec_lines.append(f"    a{i} = v")
         args.append(f"a{i}")

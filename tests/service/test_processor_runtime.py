@@ -18,8 +18,8 @@ import pytest
 from trustgraph_base.processor import RequestResponseClient
 from trustgraph_base.pubsub import BackendUnavailable, open_backend, request_queue, response_queue
 from trustgraph_base.schema import (
-    EmbeddingsRequest, EmbeddingsResponse, PromptRequest, PromptResponse, TextCompletionRequest,
-    TextCompletionResponse, TriplesQueryRequest, TriplesQueryResponse,
+    EmbeddingsRequest, PromptRequest, TextCompletionRequest,
+    TriplesQueryRequest, TriplesQueryResponse,
 )
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(300)]

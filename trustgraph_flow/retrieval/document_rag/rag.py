@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
+from trustgraph_base.store.names import check_collection, check_user
 from trustgraph_base.provenance.triples import (
     docrag_exploration_triples, docrag_question_triples, docrag_synthesis_triples, error_triples,
 )
 from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error, Source, Triple
 
-from ..graph_rag.rag import PromptOutcome
+from ..graph_rag.rag import MAX_QUERY_CHARS, PromptOutcome
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,11 @@ class DocumentRag:
         try:
             if not req.query.strip():
                 raise ValueError("the query is empty")
+            if len(req.query) > MAX_QUERY_CHARS:
+                raise ValueError(f"the query is {len(req.query):,} characters long; "
+                                 f"at most {MAX_QUERY_CHARS:,} are accepted")
+            check_user(req.user)  # before anything is stored
+            check_collection(req.collection)
             await explain_stage(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
             stage = "exploration"
             vector = await self.ports.embed(req.query)

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol, Sequence
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
+from trustgraph_base.store.names import InvalidName, check_collection, check_user
 from trustgraph_base.provenance.triples import (
     error_triples, exploration_triples, focus_triples, question_triples, synthesis_triples,
 )
@@ -37,6 +38,10 @@ from .subgraph import Subgraph, exploration_patterns, label_patterns
 log = logging.getLogger(__name__)
 
 NO_KNOWLEDGE_ANSWER = "I found no relevant information in the knowledge graph to answer this question."
+#: Longest question accepted (characters).  A question, not a document: far below the 4 MiB literal
+#: limit and Pulsar's 5 MB messages (the question travels in explain events and prompts), so an
+#: oversized one gets the same clear refusal on both stacks, before anything is stored.
+MAX_QUERY_CHARS = 100_000
 NO_SELECTION_ANSWER = ("None of the knowledge-graph edges that were explored was judged relevant to this question, "
                        "so I cannot answer it from the graph.")
 
@@ -160,6 +165,14 @@ class _Run:
         try:
             if not req.query.strip():
                 raise GraphRagError("question", "the query is empty")
+            if len(req.query) > MAX_QUERY_CHARS:
+                raise GraphRagError("question", f"the query is {len(req.query):,} characters long; "
+                                                f"at most {MAX_QUERY_CHARS:,} are accepted")
+            try:  # before anything is stored: a hostile name never reaches a store or an explain event
+                check_user(req.user)
+                check_collection(req.collection)
+            except InvalidName as e:
+                raise GraphRagError("question", str(e)) from None
             await self._explain(self.q_uri, question_triples(self.q_uri, req.query, parent_uri=req.parent_uri))
             self.stage = "exploration"
             subgraph, seeds = await self._explore()

@@ -1,0 +1,166 @@
+"""Ingestion benchmark: pages/s and chunks/s through the whole pipeline, extractive backend.
+
+Each document goes through the real processors (librarian, decoder, chunker, pattern
+extractor with extraction provenance, triples-write, entity and chunk embeddings with the
+packaged MiniLM model) until the pipeline reports every chunk extracted, stored and
+embedded.  Documents alternate between the stacks (embedded; Pulsar + Cassandra when
+configured), so both are measured over the same minutes.  Target (issue 7): >= 20 chunks/s
+embedded.
+
+The corpus is the bundled sample corpus (5 documents, about 5,000 words; the PDF is
+rendered at load time); full mode also loads each document a second time with its
+paragraphs in reverse order under another id (different chunks, so nothing is answered
+from caches).
+
+    python -m bench.ingest [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from .common import Figure, Results, spread
+from .graph_rag import Suite, interleaved_order, load_note, settle
+
+CORPUS_COLLECTION = "corpus"
+
+
+def corpus(variants: bool) -> list[tuple[str, str, str, bytes]]:
+    """``(id, title, kind, content)`` of the sample corpus, plus (``variants``) reversed-paragraph copies."""
+    from trustgraph_flow.ingest.sample_corpus import render_pdf, sample_documents, source_text
+
+    docs = [(d.id, d.title, d.kind, d.content) for d in sample_documents()]
+    if variants:
+        for d in sample_documents():
+            text = source_text(d.id.rsplit("/", 1)[-1])
+            paragraphs = [p for p in text.strip().split("\n\n") if p.strip()]
+            reordered = "\n\n".join(paragraphs[:1] + paragraphs[1:][::-1])
+            content = render_pdf(d.title, reordered) if d.kind == "application/pdf" else reordered.encode("utf-8")
+            docs.append((d.id + "-reversed", d.title + " (reversed)", d.kind, content))
+    return docs
+
+
+def _count(store, user: str, collection: str, cls: str) -> int:
+    from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.schema import TriplePattern, iri
+
+    return store.count(user, collection, TriplePattern(p=iri(ns.RDF_TYPE), o=iri(cls), g=ns.GRAPH_SOURCE))
+
+
+async def load(stack, user: str, collection: str, docs: list, timeout: float = 600.0) -> None:
+    """Load ``docs`` through a running ingest stack and wait until the pipeline is done with them."""
+    from trustgraph_cli.connection import Connection
+    from trustgraph_cli.load import load_documents
+
+    async with Connection.attach(stack, timeout=timeout) as conn:
+        await load_documents(conn, user, collection, docs, idle_timeout=timeout, show=False)
+
+
+async def start_ingest(suite: Suite, stack: str):
+    from trustgraph_flow.embedded import INGEST
+
+    return await suite.deployment(stack).start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+
+
+async def ensure_corpus(suite: Suite, stack: str) -> str:
+    """The collection holding the sample corpus on ``stack`` (loaded now, untimed, if no benchmark did it)."""
+    if stack not in suite.corpus:
+        print(f"  loading the sample corpus ({stack}) ...", flush=True)
+        running = await start_ingest(suite, stack)
+        try:
+            await load(running, suite.deployment(stack).user, CORPUS_COLLECTION, corpus(False))
+            await settle(running)
+        finally:
+            await running.stop()
+        suite.corpus[stack] = CORPUS_COLLECTION
+    return suite.corpus[stack]
+
+
+async def bench(suite: Suite) -> Results:
+    """Time every document on every stack, interleaved; the corpus stays loaded for later benchmarks."""
+    from .graph_rag import stores_of
+
+    docs = corpus(variants=not suite.quick)
+    if suite.quick:
+        docs = docs[:3]
+    stacks = {s: await start_ingest(suite, s) for s in suite.stacks}
+    seconds = {s: 0.0 for s in stacks}
+    cpu = {s: 0.0 for s in stacks}
+    chunks = {s: 0 for s in stacks}
+    pages = {s: 0 for s in stacks}
+    rates: dict[str, list[float]] = {s: [] for s in stacks}
+    try:
+        from trustgraph_base.provenance import namespaces as ns
+
+        for i, doc in enumerate(docs):
+            for s in interleaved_order(list(stacks), i):
+                running, user = stacks[s], suite.deployment(s).user
+                store = stores_of(running)[0]
+                c0 = await asyncio.to_thread(_count, store, user, CORPUS_COLLECTION, ns.TG_CHUNK_TYPE)
+                p0 = await asyncio.to_thread(_count, store, user, CORPUS_COLLECTION, ns.TG_PAGE_TYPE)
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                await load(running, user, CORPUS_COLLECTION, [doc])
+                elapsed = time.perf_counter() - t0
+                await settle(running)
+                cpu[s] += time.process_time() - cpu0
+                c = await asyncio.to_thread(_count, store, user, CORPUS_COLLECTION, ns.TG_CHUNK_TYPE) - c0
+                p = await asyncio.to_thread(_count, store, user, CORPUS_COLLECTION, ns.TG_PAGE_TYPE) - p0
+                if c <= 0:
+                    raise AssertionError(f"{doc[0]} produced no chunks on {s}")
+                seconds[s] += elapsed
+                chunks[s] += c
+                pages[s] += p
+                rates[s].append(c / elapsed)
+                print(f"  ingest ({s}): {doc[1][:40]}: {p} page(s), {c} chunks in {elapsed:.1f} s", flush=True)
+    finally:
+        for running in stacks.values():
+            await running.stop()
+    for s in stacks:
+        suite.corpus[s] = CORPUS_COLLECTION
+    results = Results()
+    for s in stacks:
+        results.add(
+            Figure("ingest throughput, chunks/s (extractive)", chunks[s] / seconds[s], "chunks/s",
+                   20.0 if s == "embedded" else None, "higher", stack=s, spread=spread(rates[s]),
+                   note=f"{len(docs)} documents, {chunks[s]} chunks, {seconds[s]:.1f} s; {load_note()}"),
+            Figure("ingest throughput, pages/s (extractive)", pages[s] / seconds[s], "pages/s", better="higher",
+                   stack=s, note=f"{pages[s]} pages (text and Markdown are one page each)"),
+            Figure("ingest: chunks per CPU-second of this process", chunks[s] / cpu[s], "chunks/s", better="higher",
+                   stack=s, note="what one idle core would sustain" + ("" if s == "embedded" else
+                                                                      "; Pulsar and Cassandra not included")),
+        )
+    if len(stacks) > 1:
+        a, b = list(stacks)[1], list(stacks)[0]
+        per_doc = [x / y for x, y in zip(rates[b], rates[a], strict=True)]
+        results.add(Figure(f"ingest time per chunk, {a} / {b}", statistics.median(per_doc), "x", stack="both",
+                           spread=spread(per_doc), note=f"per document, {len(docs)} interleaved documents"))
+    return results
+
+
+def run(quick: bool = False, suite: Suite | None = None) -> Results:
+    own = suite is None
+    suite = suite or Suite(quick)
+    try:
+        return asyncio.run(bench(suite))
+    finally:
+        if own:
+            suite.close()
+
+
+def main(argv=None) -> Results:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 documents instead of 10")
+    parser.add_argument("--json", help="write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    results = run(args.quick)
+    results.print_table("ingestion")
+    if args.json:
+        results.write_json(args.json)
+    return results
+
+
+if __name__ == "__main__":
+    main()
