@@ -235,3 +235,16 @@ def test_content_must_be_bytes():
 
 def test_supported_kinds_are_exactly_three():
     assert decoding.SUPPORTED_KINDS == ("text/plain", "text/markdown", "application/pdf")
+
+
+def test_damage_is_detected_whatever_the_root_log_level():
+    """A CLI that quiets the root logger must not turn a broken PDF into an 'empty' one."""
+    import logging
+
+    root = logging.getLogger()
+    old = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        test_pdf_with_a_damaged_body_is_broken_not_partially_read()
+    finally:
+        root.setLevel(old)

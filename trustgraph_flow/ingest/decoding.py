@@ -251,13 +251,20 @@ class _CollectWarnings(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+#: pypdf reports the damage it repairs as warnings; they are collected (see :class:`_CollectWarnings`)
+#: whatever level the application gives the root logger, and summarised in one warning of ours.
+_PYPDF_LOG = logging.getLogger("pypdf")
+_PYPDF_LOG.setLevel(logging.WARNING)
+_PYPDF_LOG.propagate = False
+
+
 def _decode_pdf(content: bytes, name: str) -> list[DecodedPage]:
     if not content.lstrip()[:5] == b"%PDF-":
         raise BrokenPdf(f"{name} is not a PDF: it does not start with %PDF-")
     if b"%%EOF" not in content[-2048:]:
         raise BrokenPdf(f"{name} is a truncated or broken PDF: there is no %%EOF marker at its end")
     collector = _CollectWarnings()
-    pypdf_log = logging.getLogger("pypdf")
+    pypdf_log = _PYPDF_LOG
     pypdf_log.addHandler(collector)
     try:
         pages = _read_pdf_pages(content, name)
