@@ -82,9 +82,14 @@ def fault_stack(server_pair, tmp_path_factory) -> FaultStack:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    """How many fuzz cases ran (hypothesis examples and fixed hostile inputs), per kind and in total."""
+    """The fault matrix of the crash tests, and how many fuzz cases ran (per kind and in total)."""
     from fuzz_inputs import CASES
+    from trace_audit import FAULT_MATRIX
 
+    if FAULT_MATRIX:
+        terminalreporter.write_sep("-", "fault matrix (client outcome x stored trace) and load")
+        for line in FAULT_MATRIX:
+            terminalreporter.write_line(line)
     if not CASES:
         return
     terminalreporter.write_sep("-", "fuzz cases run")

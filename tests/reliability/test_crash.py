@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from trace_audit import QueryStream, audit, stored_traces
+from trace_audit import FAULT_MATRIX, QueryStream, audit, stored_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -64,13 +64,21 @@ def librarian_reader(stack, collection: str):
 
 async def settle(stack, records, collection: str, seconds: float = 120.0):
     """Wait until the stored traces stop changing and every answered query's trace is complete."""
+    from trustgraph_base.store.errors import StoreUnavailable
+
     store = stack.triples_store()
     read, librarian = librarian_reader(stack, collection)
     try:
         deadline = time.monotonic() + seconds
         previous = None
         while True:
-            traces = await stored_traces(store, read, stack.user, collection)
+            try:
+                traces = await stored_traces(store, read, stack.user, collection)
+            except StoreUnavailable:  # a store just restarted: the audit's reader retries like the services do
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(2.0)
+                continue
             snapshot = {u: (len(t.triples), t.answer is not None) for u, t in traces.items()}
             answered = {r.question_uri for r in records if r.outcome == "answered"}
             complete = all(u in traces and traces[u].status == "complete" for u in answered)
@@ -133,8 +141,10 @@ async def run_with_fault(stack, name: str, fault, *, count: int = 6, concurrency
         await resend_explain(stack, stream.records, collection)
     traces = await settle(stack, stream.records, collection)
     result = audit(stream.records, traces)
-    print(f"\n[fault {name}] {info}; query {cut_at} was in flight when it struck; "
-          f"recovered after {recovered.finished - records[0].started:.0f} s; matrix: {result.summary()}")
+    line = (f"[fault {name}] {info}; query {cut_at} was in flight when it struck; "
+            f"recovered after {recovered.finished - records[0].started:.0f} s; matrix: {result.summary()}")
+    FAULT_MATRIX.append(line)
+    print("\n" + line)
     assert warmup.outcome == "answered"
     assert all(r.outcome == "answered" for r in after), [(r.outcome, r.error) for r in after]
     assert not result.problems, "\n".join(result.problems)

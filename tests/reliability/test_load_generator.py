@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from trace_audit import FAULT_MATRIX
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,5 +37,10 @@ def test_load_generator_on_the_distributed_stack(fault_stack, tmp_path):
     assert d["answered"] > 0 and d["errors"] == 0, d
     assert d["traces_complete"] == d["answered"] == d["traces_listed"], d
     assert d["traces_match"] is True
+    FAULT_MATRIX.append(f"[load] distributed, {d['concurrency']} concurrent for 6 s: {d['answered']} answered, "
+                        f"{d['errors']} errors, {d['traces_complete']} complete traces stored; "
+                        + ", ".join(f"{f['name'].removeprefix('load: ')} {f['value']:.3g} {f['unit']}"
+                                    for f in json.loads(out.read_text())["figures"]
+                                    if "throughput" in f["name"] or "latency" in f["name"]))
     figures = {f["name"] for f in json.loads(out.read_text())["figures"]}
     assert {"load: throughput (answered queries)", "load: latency p50", "load: latency p99", "load: errors"} <= figures

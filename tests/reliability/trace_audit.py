@@ -48,12 +48,17 @@ from trustgraph_base.schema import IRI, GraphRagQuery, Term, Triple, TriplePatte
 QUESTIONS = ("Who discovered polonium?", "Who discovered radium?", "What did Rutherford discover?",
              "Where did Marie Curie work?", "What is the unit of radioactivity?")
 
+#: One line per fault test that ran: the fault, what it struck, and its outcome matrix; printed
+#: in the tier's terminal summary (conftest.py) so CI output carries the fault matrix.
+FAULT_MATRIX: list[str] = []
+
 
 def key(t: Triple) -> tuple[str, str, str]:
     return serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)
 
 
 # ------------------------------------------------------------------------------------------ client side
+
 
 @dataclass
 class QueryRecord:
