@@ -79,6 +79,8 @@ def test_every_bound_pattern_is_an_index_search_never_a_scan(store, tmp_path):
             equalities = plan.split("SEARCH q USING", 1)[1].split(")")[0]
             leading = [x for x in bound if x != "g"]
             assert any(f"{x}=?" in equalities for x in leading), (bound, plan)  # a bound term is in the seek
+            if "s" in leading:  # the subject is the most selective position: never left to a filter
+                assert "s=?" in equalities, (bound, plan)
             if len(leading) >= 2 and "o" in leading and "p" in leading:
                 assert "o=?" in equalities and "p=?" in equalities, (bound, plan)
     for sql in ("SELECT uri FROM traces INDEXED BY traces_time WHERE c = 1 AND (ts, uri) < (1, 'u') "
