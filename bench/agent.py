@@ -14,15 +14,13 @@ variants and both stacks run interleaved over several repetitions.  Target: prov
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import statistics
 import uuid
 
 from .common import Figure, Results, spread
 from .graph_rag import (
-    LLM_LATENCY_MS, LlmEndpoint, Suite, Variants, interleaved_order, on_off_figures, settle, stack_settings,
-    stream_request,
+    bench_parser, report, run_on_suite, LLM_LATENCY_MS, LlmEndpoint, Suite, Variants, interleaved_order,
+    on_off_figures, settle, stack_settings, stream_request,
 )
 
 PROCESSORS = ("triples-write", "prompt", "text-completion", "agent-manager-react")
@@ -100,26 +98,14 @@ async def bench(suite: Suite, iterations: int | None = None) -> Results:
 
 
 def run(quick: bool = False, suite: Suite | None = None, iterations: int | None = None) -> Results:
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite, iterations))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s, iterations))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 iterations, fewer repetitions")
+    parser = bench_parser(__doc__, "3 iterations, fewer repetitions")
     parser.add_argument("--iterations", type=int, help="tool iterations per dialog (default 5; quick 3)")
-    parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
-    results = run(args.quick, iterations=args.iterations)
-    results.print_table("ReAct agent")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick, iterations=args.iterations), "ReAct agent", args.json)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ the neighbours.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from .common import Figure, Results, spread
-from .graph_rag import Suite, load_note
+from .graph_rag import bench_parser, report, run_on_suite, Suite, load_note
 from .ingest import ensure_corpus
 
 TRACE_COLLECTION = "traces"
@@ -292,26 +291,14 @@ async def bench(suite: Suite, traces: int | None = None) -> Results:
 
 
 def run(quick: bool = False, suite: Suite | None = None, traces: int | None = None) -> Results:
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite, traces))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s, traces))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2,000 traces, 2 runs per command")
+    parser = bench_parser(__doc__, "2,000 traces, 2 runs per command")
     parser.add_argument("--traces", type=int, help="stored traces (default 100,000)")
-    parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
-    results = run(args.quick, traces=args.traces)
-    results.print_table("CLI")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick, traces=args.traces), "CLI", args.json)
 
 
 if __name__ == "__main__":

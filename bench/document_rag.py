@@ -13,13 +13,12 @@ adds < 5 % latency.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import statistics
 
 from .common import Figure, Results, percentile
 from .graph_rag import (
-    LLM_LATENCY_MS, Suite, Variants, interleaved_order, on_off_figures, settle, stack_settings, stream_request,
+    bench_parser, report, run_on_suite, LLM_LATENCY_MS, Suite, Variants, interleaved_order, on_off_figures, settle,
+    stack_settings, stream_request,
 )
 from .ingest import ensure_corpus
 
@@ -97,25 +96,13 @@ async def bench(suite: Suite) -> Results:
 
 
 def run(quick: bool = False, suite: Suite | None = None) -> Results:
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 questions x 3 repetitions")
-    parser.add_argument("--json", help="write the figures to this JSON file")
+    parser = bench_parser(__doc__, "2 questions x 3 repetitions")
     args = parser.parse_args(argv)
-    results = run(args.quick)
-    results.print_table("DocumentRAG")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick), "DocumentRAG", args.json)
 
 
 if __name__ == "__main__":

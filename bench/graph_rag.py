@@ -295,6 +295,36 @@ class Suite:
         self.close()
 
 
+
+def run_on_suite(quick: bool, suite: Suite | None, bench: Any) -> Results:
+    """``asyncio.run(bench(suite))`` on ``suite``, or on a new one that is closed afterwards.
+
+    :param bench: ``suite -> coroutine`` returning the benchmark's :class:`Results`.
+    """
+    own = suite is None
+    suite = suite or Suite(quick)
+    try:
+        return asyncio.run(bench(suite))
+    finally:
+        if own:
+            suite.close()
+
+
+def bench_parser(doc: str, quick_help: str) -> argparse.ArgumentParser:
+    """The command line every benchmark module shares: ``--quick`` and ``--json`` (add your own)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--json", help="write the figures to this JSON file")
+    return parser
+
+
+def report(results: Results, title: str, json_path: str | None) -> Results:
+    """Print ``results`` as a table and, when asked, write them as JSON."""
+    results.print_table(title)
+    if json_path:
+        results.write_json(json_path)
+    return results
+
 # ================================================================== recording requests
 @dataclass
 class Call:
@@ -869,29 +899,18 @@ def run(quick: bool = False, suite: Suite | None = None, entities: int | None = 
     :param suite: shared stacks and LLM endpoint (default: a new one, closed afterwards).
     :param embed_all: embed every entity label for real (default: in full mode only).
     """
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite, graph_for(suite.quick, entities, edges), embed_all))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s, graph_for(s.quick, entities, edges), embed_all))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1,000 entities / 5,000 edges, fewer repetitions")
+    parser = bench_parser(__doc__, "1,000 entities / 5,000 edges, fewer repetitions")
     parser.add_argument("--entities", type=int, help="entities of the synthetic graph (default 10,000)")
     parser.add_argument("--edges", type=int, help="edges (default 5 per entity)")
     parser.add_argument("--embed-all", action="store_true", default=None,
                         help="embed every label for real (default in full mode)")
-    parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
-    results = run(args.quick, entities=args.entities, edges=args.edges, embed_all=args.embed_all)
-    results.print_table("GraphRAG")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick, entities=args.entities, edges=args.edges, embed_all=args.embed_all),
+                  "GraphRAG", args.json)
 
 
 if __name__ == "__main__":

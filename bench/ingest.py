@@ -17,13 +17,12 @@ from caches).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 
 from .common import Figure, Results, spread
-from .graph_rag import Suite, interleaved_order, load_note, settle
+from .graph_rag import bench_parser, report, run_on_suite, Suite, interleaved_order, load_note, settle
 
 CORPUS_COLLECTION = "corpus"
 
@@ -141,25 +140,13 @@ async def bench(suite: Suite) -> Results:
 
 
 def run(quick: bool = False, suite: Suite | None = None) -> Results:
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 documents instead of 10")
-    parser.add_argument("--json", help="write the figures to this JSON file")
+    parser = bench_parser(__doc__, "3 documents instead of 10")
     args = parser.parse_args(argv)
-    results = run(args.quick)
-    results.print_table("ingestion")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick), "ingestion", args.json)
 
 
 if __name__ == "__main__":

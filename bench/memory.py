@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import statistics
@@ -32,7 +31,10 @@ import psutil
 
 from .cli import clean_env, command, run_command
 from .common import Figure, Results, spread
-from .graph_rag import Suite, Variants, graph_for, interleaved_order, load_graph, load_note, stream_request
+from .graph_rag import (
+    bench_parser, report, run_on_suite, Suite, Variants, graph_for, interleaved_order, load_graph, load_note,
+    stream_request,
+)
 
 MB = 1024 * 1024
 
@@ -239,25 +241,13 @@ async def bench(suite: Suite) -> Results:
 
 
 def run(quick: bool = False, suite: Suite | None = None) -> Results:
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer queries")
-    parser.add_argument("--json", help="write the figures to this JSON file")
+    parser = bench_parser(__doc__, "fewer queries")
     args = parser.parse_args(argv)
-    results = run(args.quick)
-    results.print_table("memory")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick), "memory", args.json)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ grows and why.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import statistics
@@ -28,7 +27,7 @@ import time
 
 from .common import Figure, Results, percentile
 from .graph_rag import (
-    Suite, close_target, interleaved_order, load_graph, load_note, open_target,
+    bench_parser, report, run_on_suite, Suite, close_target, interleaved_order, load_graph, load_note, open_target,
 )
 from .synthetic import SyntheticGraph, graph_for_triples
 
@@ -118,27 +117,15 @@ async def bench(suite: Suite, sizes: list[int] | None = None) -> Results:
 
 
 def run(quick: bool = False, suite: Suite | None = None, sizes: list[int] | None = None) -> Results:
-    own = suite is None
-    suite = suite or Suite(quick)
-    try:
-        return asyncio.run(bench(suite, sizes))
-    finally:
-        if own:
-            suite.close()
+    return run_on_suite(quick, suite, lambda s: bench(s, sizes))
 
 
 def main(argv=None) -> Results:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="10,000 triples only")
+    parser = bench_parser(__doc__, "10,000 triples only")
     parser.add_argument("--sizes", help="comma-separated triple counts (default 10000,100000,1000000)")
-    parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
-    results = run(args.quick, sizes=sizes)
-    results.print_table("scaling")
-    if args.json:
-        results.write_json(args.json)
-    return results
+    return report(run(args.quick, sizes=sizes), "scaling", args.json)
 
 
 if __name__ == "__main__":
