@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.agent import agent_final_triples, agent_iteration_triples, agent_session_triples
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
-from trustgraph_base.store.names import check_collection, check_user
+from trustgraph_base.store.triples import check_names
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
 
 from .parser import FinalAnswer, ReactParseError, parse_react
@@ -64,8 +64,7 @@ class ReactAgent:
         history: list[AgentStep] = list(req.history)
         tools = [t for t in self.tools.values() if not req.group or t.name in req.group]
 
-        check_user(req.user)  # before anything is stored or any tool runs
-        check_collection(req.collection)
+        check_names(req.user, req.collection)  # before anything is stored or any tool runs
         if explain:
             session_uri = uris.agent_session_uri(req.session_id)  # validates the id
         else:

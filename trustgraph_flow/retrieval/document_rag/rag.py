@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
-from trustgraph_base.store.names import check_collection, check_user
+from trustgraph_base.store.triples import check_names
 from trustgraph_base.provenance.triples import (
     docrag_exploration_triples, docrag_question_triples, docrag_synthesis_triples, error_triples,
 )
@@ -64,8 +64,7 @@ class DocumentRag:
             if len(req.query) > MAX_QUERY_CHARS:
                 raise ValueError(f"the query is {len(req.query):,} characters long; "
                                  f"at most {MAX_QUERY_CHARS:,} are accepted")
-            check_user(req.user)  # before anything is stored
-            check_collection(req.collection)
+            check_names(req.user, req.collection)  # before anything is stored
             await explain_stage(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
             stage = "exploration"
             vector = await self.ports.embed(req.query)

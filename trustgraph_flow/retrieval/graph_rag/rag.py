@@ -20,7 +20,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol, Sequence
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
-from trustgraph_base.store.names import InvalidName, check_collection, check_user
+from trustgraph_base.store.errors import InvalidQuery
+from trustgraph_base.store.triples import check_names
 from trustgraph_base.provenance.triples import (
     error_triples, exploration_triples, focus_triples, question_triples, synthesis_triples,
 )
@@ -169,9 +170,8 @@ class _Run:
                 raise GraphRagError("question", f"the query is {len(req.query):,} characters long; "
                                                 f"at most {MAX_QUERY_CHARS:,} are accepted")
             try:  # before anything is stored: a hostile name never reaches a store or an explain event
-                check_user(req.user)
-                check_collection(req.collection)
-            except InvalidName as e:
+                check_names(req.user, req.collection)
+            except InvalidQuery as e:
                 raise GraphRagError("question", str(e)) from None
             await self._explain(self.q_uri, question_triples(self.q_uri, req.query, parent_uri=req.parent_uri))
             self.stage = "exploration"
