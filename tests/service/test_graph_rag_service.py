@@ -230,3 +230,36 @@ async def test_store_timeout_is_a_clear_error(deployment, llm_server, llm_settin
         await stack.stop()
     assert msgs[-1].error is not None and msgs[-1].end_of_session
     assert "triples did not answer within 1 s" in msgs[-1].error.message
+
+
+async def test_lost_explain_write_ends_the_session_with_an_error_and_no_gap(deployment, llm_server, llm_settings):
+    """Injected fault: the explain write of the focus stage fails.  Writes run beside the query, but
+    the session still ends in an error, and storage holds question, exploration and an Error derived
+    from the exploration: nothing after the lost stage, so the trace has no hole and validates."""
+    llm_server.set_script(polonium_script({}))
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        ports = stack.get("graph-rag").rag.ports
+        real_store = ports.store_explain
+
+        async def failing_focus_write(user, collection, stage_uri, triples):
+            if stage_uri.startswith("urn:trustgraph:prov:focus:"):
+                raise RuntimeError("injected: the explainability queue refused the focus stage")
+            await real_store(user, collection, stage_uri, triples)
+
+        ports.store_explain = failing_focus_write
+        msgs = await ask(stack, deployment, "Who discovered polonium?")
+        stored = await stored_trace(stack, deployment, msgs[0].explain_id)
+    finally:
+        await stack.stop()
+    last = msgs[-1]
+    assert last.end_of_session and last.error is not None
+    assert "refused the focus stage" in last.error.message
+    assert sum(m.end_of_session for m in msgs) == 1
+    types = {t.o.value for t in stored if t.p.value == ns.RDF_TYPE}
+    assert ns.TG_ERROR in types and ns.TG_FOCUS not in types and ns.TG_SYNTHESIS not in types
+    error_parent = next(t.o.value for t in stored
+                        if t.p.value == ns.PROV_WAS_DERIVED_FROM and t.s.value.startswith("urn:trustgraph:prov:error:"))
+    assert error_parent.startswith("urn:trustgraph:prov:exploration:")
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]

@@ -11,7 +11,6 @@ collection, so one trace leads to the other.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
 from trustgraph_base.store.triples import check_names
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
 
+from ...common.background_writes import BackgroundWrites
 from .parser import FinalAnswer, ReactParseError, parse_react
 from .tools import DEFAULT_TOOLS, Tool
 
@@ -70,13 +70,16 @@ class ReactAgent:
         else:
             session_uri = ""
         parent = session_uri
+        writes = BackgroundWrites()  # explain triples on their way to storage
 
         async def explain_stage(uri: str, triples: list[Triple]) -> None:
             if not explain:
                 return
             msg = AgentResponse(message_type="explain", explain_id=uri, explain_collection=collection,
                                 explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
-            await asyncio.gather(emit(msg), self.ports.store_explain(req.user, collection, uri, triples))
+            # To storage and to the client at once; the end of the dialog waits for the storage writes.
+            writes.start(uri, lambda: self.ports.store_explain(req.user, collection, uri, triples))
+            await emit(msg)
 
         async def forward_sub_explain(uri: str, triples: list[Triple]) -> None:
             # Let the client see the sub-trace's question (the link target) as it happens.
@@ -96,7 +99,7 @@ class ReactAgent:
             while True:
                 if n >= max_iter:
                     answer = self._give_up(history, max_iter)
-                    await self._conclude(req, emit, explain_stage, session_uri, parent, answer,
+                    await self._conclude(req, emit, explain_stage, session_uri, parent, answer, writes,
                                          termination="max-iterations")
                     return
                 n += 1
@@ -116,7 +119,7 @@ class ReactAgent:
                 if isinstance(step, FinalAnswer):
                     if step.thought:
                         await emit(AgentResponse(message_type="thought", content=step.thought, end_of_message=True))
-                    await self._conclude(req, emit, explain_stage, session_uri, parent, step.answer)
+                    await self._conclude(req, emit, explain_stage, session_uri, parent, step.answer, writes)
                     return
                 it_uri = uris.agent_iteration_uri(req.session_id, n) if explain else ""
                 if step is not None:
@@ -147,6 +150,7 @@ class ReactAgent:
                     parent = it_uri
         except Exception as e:  # noqa: BLE001 - every failure ends the dialog with an error
             log.warning("agent session %s failed: %s", req.session_id or "-", e)
+            await writes.settle()
             await emit(AgentResponse(message_type="error", content=str(e), error=Error("agent-error", str(e)),
                                      end_of_message=True, end_of_dialog=True))
 
@@ -158,10 +162,11 @@ class ReactAgent:
         return base + (f" The last useful observation was: {useful[-1]}" if useful else "")
 
     async def _conclude(self, req: AgentRequest, emit: Emit, explain_stage, session_uri: str, parent: str,
-                        answer: str, termination: str = "") -> None:
+                        answer: str, writes: BackgroundWrites, termination: str = "") -> None:
         await emit(AgentResponse(message_type="answer", content=answer, end_of_message=True))
         if req.session_id:
             final_uri = uris.agent_final_uri(req.session_id)
             await explain_stage(final_uri, agent_final_triples(final_uri, parent or session_uri, answer,
                                                                termination_reason=termination))
+            await writes.wait()  # the end of the dialog means: the whole trace is on its way to storage
         await emit(AgentResponse(message_type="answer", content="", end_of_message=True, end_of_dialog=True))

@@ -20,6 +20,7 @@ from trustgraph_base.provenance.triples import (
 )
 from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error, Source, Triple
 
+from ...common.background_writes import BackgroundWrites
 from ..graph_rag.rag import MAX_QUERY_CHARS, PromptOutcome
 
 log = logging.getLogger(__name__)
@@ -46,17 +47,18 @@ class DocumentRag:
         collection = req.explain_collection or s.explain_collection or req.collection
         session = uris.new_id()
         q_uri = uris.docrag_question_uri(session)
-        last_uri, stage = "", "question"
+        stage = "question"
         usage = PromptOutcome()
+        writes = BackgroundWrites()  # explain triples on their way to storage
 
         async def explain_stage(uri: str, triples: list[Triple]) -> None:
-            nonlocal last_uri
             if not explain:
                 return
             msg = DocumentRagResponse(message_type="explain", explain_id=uri, explain_collection=collection,
                                       explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
-            await asyncio.gather(emit(msg), self.ports.store_explain(req.user, collection, uri, triples))
-            last_uri = uri
+            # To storage and to the client at once; the final message waits for the storage writes.
+            writes.start(uri, lambda: self.ports.store_explain(req.user, collection, uri, triples))
+            await emit(msg)
 
         try:
             if not req.query.strip():
@@ -98,6 +100,7 @@ class DocumentRag:
                 syn_uri = uris.docrag_synthesis_uri(session)
                 await explain_stage(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
                                                                       llm_model=usage.model))
+                await writes.wait()  # end_of_session means: the whole trace is on its way to storage
             sources = {}
             for m in matches:
                 sources.setdefault(m.document_id, Source(uri=m.document_id))
@@ -107,12 +110,15 @@ class DocumentRag:
         except Exception as e:  # noqa: BLE001 - every failure ends the session with an error
             message = str(e) or type(e).__name__
             log.warning("document-rag query %s failed at %s: %s", q_uri, stage, message)
+            await writes.settle()
+            last_uri = writes.last_written  # the Error follows the last stage that reached storage
             if explain and last_uri:
                 err_uri = uris.docrag_error_uri(session)
                 try:
                     await explain_stage(err_uri, error_triples(err_uri, last_uri, message, stage))
                 except Exception as e2:  # noqa: BLE001
                     log.error("could not record the error of %s: %s", q_uri, e2)
+                await writes.settle()
             await emit(DocumentRagResponse(message_type="chunk", error=Error("document-rag-error", message),
                                            end_of_stream=True, end_of_session=True,
                                            explain_id=q_uri if last_uri else "",

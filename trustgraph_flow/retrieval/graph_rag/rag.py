@@ -29,6 +29,7 @@ from trustgraph_base.schema import (
     EdgeSource, EntityMatch, Error, GraphRagQuery, GraphRagResponse, Term, Triple, TriplePattern,
 )
 
+from ...common.background_writes import BackgroundWrites
 from .labels import get_labelgraph, term_label
 from .selection import SelectionResult, resolve_selection
 from .sources import (
@@ -138,11 +139,11 @@ class _Run:
         self.edge_limit = req.edge_limit or s.edge_limit
         self.session = uris.new_id()
         self.q_uri = uris.question_uri(self.session)
-        self.last_uri = ""  # last stage written to the trace
         self.stage = "question"
         self.in_token = 0
         self.out_token = 0
         self.model = ""
+        self.writes = BackgroundWrites()  # explain triples on their way to storage
 
     # ------------------------------------------------------------ explain plumbing
     async def _explain(self, uri: str, triples: list[Triple], **extra: Any) -> None:
@@ -150,10 +151,9 @@ class _Run:
             return
         msg = GraphRagResponse(message_type="explain", explain_id=uri, explain_collection=self.collection,
                                explain_graph=GRAPH_RETRIEVAL, explain_triples=triples, **extra)
-        # To the client and to storage at once: neither waits for the other.
-        await asyncio.gather(self.emit(msg),
-                             self.ports.store_explain(self.req.user, self.collection, uri, triples))
-        self.last_uri = uri
+        # To storage and to the client at once; the final message waits for the storage writes.
+        self.writes.start(uri, lambda: self.ports.store_explain(self.req.user, self.collection, uri, triples))
+        await self.emit(msg)
 
     def _usage(self, outcome: PromptOutcome) -> None:
         self.in_token += outcome.in_token
@@ -272,6 +272,7 @@ class _Run:
             syn_uri = uris.synthesis_uri(self.session)
             await self._explain(syn_uri, synthesis_triples(syn_uri, uris.focus_uri(self.session), doc_uri,
                                                            llm_model=self.model))
+            await self.writes.wait()  # end_of_session means: the whole trace is on its way to storage
         await self.emit(GraphRagResponse(message_type="chunk", end_of_session=True, in_token=self.in_token,
                                          out_token=self.out_token, model=self.model,
                                          sources=source_documents(edge_sources)))
@@ -296,14 +297,17 @@ class _Run:
         stage = getattr(e, "stage", self.stage)
         message = str(e) or type(e).__name__
         log.warning("graph-rag query %s failed at %s: %s", self.q_uri, stage, message)
-        if self.explain and self.last_uri:
+        await self.writes.settle()
+        stored = self.writes.last_written  # the Error follows the last stage that reached storage
+        if self.explain and stored:
             err_uri = uris.error_uri(self.session)
             try:
-                await self._explain(err_uri, error_triples(err_uri, self.last_uri, message, stage))
+                await self._explain(err_uri, error_triples(err_uri, stored, message, stage))
             except Exception as e2:  # noqa: BLE001 - the client still gets its error below
                 log.error("could not record the error of %s: %s", self.q_uri, e2)
+            await self.writes.settle()
         await self.emit(GraphRagResponse(message_type="chunk", error=Error("graph-rag-error", message),
                                          end_of_stream=True, end_of_session=True,
-                                         explain_id=self.q_uri if self.last_uri else "",
-                                         explain_collection=self.collection if self.last_uri else "",
-                                         explain_graph=GRAPH_RETRIEVAL if self.last_uri else ""))
+                                         explain_id=self.q_uri if stored else "",
+                                         explain_collection=self.collection if stored else "",
+                                         explain_graph=GRAPH_RETRIEVAL if stored else ""))
