@@ -87,6 +87,45 @@ async def test_query_streaming_follow_and_trace_listing(deployment):
         await stack.stop()
 
 
+async def test_chain_walk_reads_followed_nodes_whole_and_falls_back_for_big_ones(deployment):
+    """Nodes reached by a link are read as one subject slice; one with more rows than a slice holds
+    (here 80 unrelated triples) is read predicate by predicate: the walk returns exactly the
+    described and followed triples either way, in the pattern's graph only."""
+    from trustgraph_flow.query.triples.service import NODE_SLICE
+
+    user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
+    e, g = "http://trustgraph.ai/e/", "urn:graph:source"
+    up, label, kind = ns.PROV_WAS_DERIVED_FROM, ns.RDFS_LABEL, ns.RDF_TYPE
+    nodes = ["sg", "chunk", "page", "doc"]
+    data = []
+    for child, parent in zip(nodes, nodes[1:]):
+        data.append(Triple(iri(e + child), iri(up), iri(e + parent), g))
+    for n in nodes:
+        data += [Triple(iri(e + n), iri(label), literal(f"{n} label"), g), Triple(iri(e + n), iri(kind), iri(e + "T"), g)]
+    wanted = set((t.s.value, t.p.value, t.o.value) for t in data)
+    noise = [Triple(iri(e + "chunk"), iri(e + "extra"), literal(f"x{i}"), g) for i in range(NODE_SLICE + 16)]
+    noise += [Triple(iri(e + "page"), iri(e + "extra"), literal("y"), g),
+              Triple(iri(e + "page"), iri(label), literal("page label in the default graph"), "")]
+    contains = Triple(iri(e + "sg"), iri(ns.TG_CONTAINS), iri(e + "edge"), g)
+    stack = await deployment.start(STACK)
+    store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+    try:
+        await write(stack, user, coll, data + noise + [contains])
+        await wait_for(lambda: len(store.query(user, coll, TriplePattern(g=g))) >= len(data) + len(noise) - 1)
+        from trustgraph_cli.connection import Connection
+
+        async with Connection.attach(stack, timeout=30) as conn:
+            walked = await conn.request("triples", TriplesQueryRequest(
+                user=user, collection=coll,
+                patterns=[TriplePattern(p=iri(ns.TG_CONTAINS), o=iri(e + "edge"), g=g)],
+                follow=[up], follow_depth=4, describe=[label, kind]))
+        got = [(t.s.value, t.p.value, t.o.value) for t in walked.triples]
+        assert len(got) == len(set(got))
+        assert set(got) == wanted | {(e + "sg", ns.TG_CONTAINS, e + "edge")}
+    finally:
+        await stack.stop()
+
+
 async def test_a_bad_batch_is_dead_lettered_whole(deployment):
     user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
     stack = await deployment.start(STACK)

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 MAX_FOLLOW_DEPTH = 8
 MAX_PATTERNS = 10_000
+#: Rows read per node in one subject slice of a chain walk (see ``TriplesQueryService._walk``).
+NODE_SLICE = 64
 
 
 def _key(t) -> tuple:
@@ -62,32 +64,52 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
         for r in results:
             take(r)
         if req.follow_depth and (req.follow or req.describe):
-            # Walk per graph selection of the originating pattern.
-            frontier: dict[str | None, set[str]] = {}
-            for pat, res in zip(patterns, results):
-                frontier.setdefault(pat.g, set()).update(t.s.value for t in res if t.s.type == IRI)
-            visited: set[tuple] = set()
-            for level in range(req.follow_depth + 1):
-                batch, owners = [], []
-                for g, nodes in frontier.items():
-                    for node in sorted(nodes):
-                        if (g, node) in visited:
-                            continue
-                        visited.add((g, node))
-                        s = Term(IRI, node)
-                        preds = list(req.describe) + (list(req.follow) if level < req.follow_depth else [])
-                        for p in preds:
-                            batch.append(TriplePattern(s=s, p=Term(IRI, p), g=g, limit=100))
-                            owners.append(g)
-                if not batch:
-                    break
-                found = self.store.query_many(req.user, req.collection, batch)
-                frontier = {}
-                for pat, g, res in zip(batch, owners, found):
-                    take(res)
-                    if pat.p.value in req.follow:
-                        frontier.setdefault(g, set()).update(t.o.value for t in res if t.o.type == IRI)
+            self._walk(req, patterns, results, take)
         return out
+
+    def _walk(self, req: TriplesQueryRequest, patterns: list, results: list, take) -> None:
+        """Follow ``req.follow`` links from the subjects found, ``follow_depth`` levels, describing each node.
+
+        Each level is one ``query_many``.  Level 0 (the subjects the patterns found, e.g. subgraphs
+        holding many ``tg:contains`` triples) is read predicate by predicate; nodes reached by
+        following a link (chunk, page, document) carry a handful of triples, so one subject slice
+        of at most :data:`NODE_SLICE` rows returns them all for a third of the look-ups; a node
+        with more rows than that is read predicate by predicate in one extra round.
+        """
+        follow = set(req.follow)
+        frontier: dict[str | None, set[str]] = {}
+        for pat, res in zip(patterns, results):
+            frontier.setdefault(pat.g, set()).update(t.s.value for t in res if t.s.type == IRI)
+        visited: set[tuple] = set()
+        for level in range(req.follow_depth + 1):
+            preds = list(dict.fromkeys(list(req.describe) + (list(req.follow) if level < req.follow_depth else [])))
+            nodes = [(g, node) for g, group in frontier.items() for node in sorted(group) if (g, node) not in visited]
+            visited.update(nodes)
+            if not nodes:
+                break
+            if level > 0 and len(preds) > 1:
+                wanted = set(preds)
+                slices = self.store.query_many(req.user, req.collection, [
+                    TriplePattern(s=Term(IRI, node), g=g, limit=NODE_SLICE) for g, node in nodes])
+                found = [(n, [t for t in res if t.p.value in wanted])
+                         for n, res in zip(nodes, slices) if len(res) < NODE_SLICE]
+                overflow = [n for n, res in zip(nodes, slices) if len(res) >= NODE_SLICE]
+                found += self._by_predicate(req, overflow, preds)
+            else:
+                found = self._by_predicate(req, nodes, preds)
+            frontier = {}
+            for (g, _node), res in found:
+                take(res)
+                frontier.setdefault(g, set()).update(t.o.value for t in res if t.o.type == IRI and t.p.value in follow)
+
+    def _by_predicate(self, req: TriplesQueryRequest, nodes: list, preds: list) -> list:
+        """``((graph, node), triples)`` for every node and predicate, from one ``query_many``."""
+        if not nodes or not preds:
+            return []
+        keys = [(g, node) for g, node in nodes for _p in preds]
+        found = self.store.query_many(req.user, req.collection, [
+            TriplePattern(s=Term(IRI, node), p=Term(IRI, p), g=g, limit=100) for g, node in nodes for p in preds])
+        return list(zip(keys, found))
 
     async def on_query(self, req: TriplesQueryRequest, ctx) -> None:
         triples = await asyncio.to_thread(self.run_query, req)
