@@ -8,6 +8,7 @@ ignore it).
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from dataclasses import dataclass, field
 
@@ -67,7 +68,11 @@ def connect(config: CassandraConfig | None = None):
         auth = PlainTextAuthProvider(config.username, config.password) if config.username else None
         cluster = Cluster(list(config.hosts), port=config.port, connect_timeout=config.connect_timeout,
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile}, auth_provider=auth,
-                          protocol_version=5)
+                          protocol_version=5,
+                          # Without TCP_NODELAY a small request written in two segments waits for
+                          # the server's delayed ACK (Nagle): measured 50 ms for a 5-triple insert
+                          # of two small batches, 3 ms with it.
+                          sockopts=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
         try:
             session = cluster.connect()
         except (NoHostAvailable, OSError) as e:
