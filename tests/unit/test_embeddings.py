@@ -6,6 +6,7 @@ import math
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -120,6 +121,76 @@ def test_concurrent_calls_give_the_same_vectors(embedder):
     assert results == expected
 
 
+SAME_LENGTH = ["a b c", "x y z", "p q r", "the cat sat on the mat", "a dog ran in the park"]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_runs_shared_by_same_length_texts_give_the_vectors_of_one_by_one(workers):
+    texts = SAME_LENGTH + ["polonium", "a much longer sentence about the Radium Institute, founded in 1909 " * 3,
+                           "radium glows", "polonium", "", "Becquerel"]
+    alone = LocalEmbedder(cache_size=0, workers=1)
+    one_by_one = [alone.embed([t])[0] for t in texts]
+    together = LocalEmbedder(cache_size=0, workers=workers)
+    together.load()
+    runs = []
+    original = together._run
+
+    def counting(encodings):
+        runs.append(len(encodings))
+        return original(encodings)
+
+    together._run = counting
+    assert together.embed(texts) == one_by_one  # bit for bit
+    assert together._grouping is True  # rows of one run are independent with this model and runtime
+    assert max(runs) == 3 and sum(runs) == len(set(texts))  # "a b c" "x y z" "p q r" shared one run
+
+
+def test_without_independent_rows_texts_run_one_by_one():
+    embedder = LocalEmbedder(cache_size=0, workers=2)
+    embedder.load()
+    embedder._grouping = False  # what the load-time check decides when a run's rows influence each other
+    runs = []
+    original = embedder._run
+
+    def counting(encodings):
+        runs.append(len(encodings))
+        return original(encodings)
+
+    embedder._run = counting
+    vectors = embedder.embed(SAME_LENGTH)
+    assert runs == [1] * len(SAME_LENGTH)
+    assert vectors == [LocalEmbedder(cache_size=0, workers=1).embed([t])[0] for t in SAME_LENGTH]
+
+
+def test_a_text_repeated_in_one_call_is_embedded_once():
+    embedder = LocalEmbedder(cache_size=0, workers=2)
+    embedder.load()
+    embedded = []
+    original = embedder._run
+
+    def counting(encodings):
+        embedded.extend(len(e.ids) for e in encodings)
+        return original(encodings)
+
+    embedder._run = counting
+    vectors = embedder.embed(["radium", "polonium", "radium", "radium"])
+    assert len(embedded) == 2
+    assert vectors[0] == vectors[2] == vectors[3] != vectors[1]
+
+
+def test_start_loading_loads_in_the_background_and_defers_errors(tmp_path):
+    embedder = LocalEmbedder(cache_size=0)
+    embedder.start_loading()
+    deadline = time.monotonic() + 60
+    while not embedder.loaded and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert embedder.loaded
+    broken = LocalEmbedder(model_path=tmp_path / "nothing.onnx")
+    broken.start_loading()  # no exception here ...
+    with pytest.raises(EmbeddingError, match="model file not found"):
+        broken.embed(["radium"])  # ... the first request reports it
+
+
 def test_the_cache_returns_identical_vectors_and_stays_bounded():
     cached = LocalEmbedder(cache_size=2)
     first = cached.embed(["a", "b", "c", "a"])
@@ -140,6 +211,8 @@ def test_empty_input(embedder):
 def test_invalid_options():
     with pytest.raises(ValueError, match="intra_op_threads"):
         LocalEmbedder(intra_op_threads=0)
+    with pytest.raises(ValueError, match="workers"):
+        LocalEmbedder(workers=0)
 
 
 def test_importing_the_package_is_cheap():
@@ -153,6 +226,11 @@ def test_importing_the_package_is_cheap():
 def test_registry_by_name():
     assert embedder_names() == ["local", "openai"]
     assert get_embedder("local") is get_embedder("local")
+    shared = get_embedder("local")
+    deadline = time.monotonic() + 60
+    while not shared.loaded and time.monotonic() < deadline:  # a shared one loads its model at once
+        time.sleep(0.01)
+    assert shared.loaded
     assert get_embedder("local", shared=False) is not get_embedder("local")
     assert isinstance(get_embedder("openai", base_url="http://127.0.0.1:9/v1"), OpenAIEmbedder)
     with pytest.raises(EmbeddingError, match="unknown embedder 'bert'; choose one of local, openai"):

@@ -1,7 +1,9 @@
 """Embedders by name, so services choose one from configuration (``--embeddings local|openai``).
 
 Instances are shared per (name, options): the local model costs ~0.4 s and ~100 MB to
-load, so every service in one process should use the same one.
+load, so every service in one process should use the same one.  A shared local embedder
+starts loading its model in the background when it is created (by the service's
+constructor), so the first request does not pay for the load.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def get_embedder(name: str = "local", *, shared: bool = True, **opts: Any) -> Em
         embedder = _shared.get(key)
         if embedder is None:
             embedder = _shared[key] = _build(factory, name, opts)
+            start_loading = getattr(embedder, "start_loading", None)
+            if start_loading is not None:
+                start_loading()
         return embedder
 
 

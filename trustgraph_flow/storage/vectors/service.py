@@ -2,36 +2,145 @@
 
 Each writer asks the ``embeddings`` service for vectors and records the model that made them
 with the index, so vectors of different models are never mixed.  Both are idempotent by id.
+
+Throughput: each writer handles several messages at once and gathers what they need into one
+``embeddings`` request (each distinct text once) and one index write per (user, collection),
+so the embedder gets batches it can spread over the cores and the bus and the index see one
+round trip per batch instead of one per message.  Every message is still acknowledged only
+after its own vectors are stored; when a batch fails for a reason other than an unavailable
+dependency, its messages are retried one by one, so a bad message never takes its batch
+neighbours down with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
+from trustgraph_base.processor.base import is_transient
 from trustgraph_base.schema import Chunk, EmbeddingsRequest, EntityContexts, IngestProgress
 from trustgraph_base.store.vectors import VectorItem, open_vector_index
 
 from ...common.services import client_spec, flow_spec, progress_queue
 from ...common.stores import StoreBackedProcessor
 
+#: Messages each writer handles at once (their texts are embedded together).
+DEFAULT_CONCURRENCY = 16
+#: Most texts in one ``embeddings`` request.
+MAX_BATCH_TEXTS = 64
+
+
+@dataclass
+class _Job:
+    """One message's vectors to write: ``(id, text, label, document_id)`` per item."""
+
+    user: str
+    collection: str
+    items: list[tuple[str, str, str, str]]
+    done: asyncio.Future
+
+
+def _settle(future: asyncio.Future, error: BaseException | None = None) -> None:
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
 
 class _VectorWriter(StoreBackedProcessor, Processor):
     kind = ""
 
-    def __init__(self, *, vector_index=None, **params):
+    def __init__(self, *, vector_index=None, batch_concurrency: int = DEFAULT_CONCURRENCY,
+                 max_batch_texts: int = MAX_BATCH_TEXTS, **params):
+        """:param batch_concurrency: messages handled at once (at least the processor's ``concurrency``).
+        :param max_batch_texts: most texts in one ``embeddings`` request (a bigger message goes alone).
+        """
         super().__init__(**params)
+        if batch_concurrency < 1 or max_batch_texts < 1:
+            raise ValueError("batch_concurrency and max_batch_texts must be >= 1")
+        self.batch_concurrency = max(batch_concurrency, self.concurrency)
+        self.max_batch_texts = max_batch_texts
         self.index = self.use_store(vector_index, open_vector_index, kind=self.kind)
         self.add(client_spec("embeddings", self.flow))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
+        self._pending: list[_Job] = []
+        self._drainer: asyncio.Task | None = None
 
     async def embed(self, texts: list[str]) -> tuple[list[list[float]], str]:
         resp = raise_on_error("embeddings", await self.client("embeddings").request(EmbeddingsRequest(texts=texts)))
+        if len(resp.vectors) != len(texts):
+            raise RuntimeError(f"embeddings service returned {len(resp.vectors)} vectors for {len(texts)} texts")
         return resp.vectors, resp.model
 
     async def progress(self, meta, document_id: str, stage: str, item_id: str) -> None:
         await self.producer("progress").send(IngestProgress(user=meta.user, collection=meta.collection,
                                                             document_id=document_id, stage=stage, item_id=item_id))
+
+    # ------------------------------------------------------------------ batching
+
+    async def write(self, user: str, collection: str, items: list[tuple[str, str, str, str]]) -> None:
+        """Embed and store ``items`` (``(id, text, label, document_id)``), batched with concurrent calls.
+
+        Returns once these items are in the index; raises what made that impossible.
+        """
+        if not items:
+            return
+        job = _Job(user, collection, items, asyncio.get_running_loop().create_future())
+        self._pending.append(job)
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain(), name=f"{self.id}-batches")
+        await asyncio.shield(job.done)
+
+    async def _drain(self) -> None:
+        """Send what is pending as batches, one at a time, until nothing is left."""
+        await asyncio.sleep(0)  # let the handlers started in this loop turn join the first batch
+        while self._pending:
+            batch, texts = [], 0
+            while self._pending and (not batch or texts + len(self._pending[0].items) <= self.max_batch_texts):
+                job = self._pending.pop(0)
+                batch.append(job)
+                texts += len(job.items)
+            try:
+                await self._run_batch(batch)
+            except asyncio.CancelledError:
+                for job in batch + self._pending:
+                    job.done.cancel()
+                self._pending.clear()
+                raise
+            except Exception as e:  # noqa: BLE001 - reported to every handler of the batch
+                for job in batch:
+                    _settle(job.done, e)
+
+    async def _run_batch(self, batch: list[_Job]) -> None:
+        try:
+            await self._embed_and_store(batch)
+        except Exception as e:
+            if len(batch) == 1 or is_transient(e):
+                raise
+            for job in batch:  # find the message that fails, and let the others through
+                try:
+                    await self._embed_and_store([job])
+                except Exception as one:  # noqa: BLE001 - reported to that message's handler
+                    _settle(job.done, one)
+
+    async def _embed_and_store(self, batch: list[_Job]) -> None:
+        texts = list(dict.fromkeys(text for job in batch for _id, text, _label, _doc in job.items))
+        vectors, model = await self.embed(texts)
+        vector_of = dict(zip(texts, vectors))
+        groups: dict[tuple[str, str], list[VectorItem]] = {}
+        for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one
+            groups.setdefault((job.user, job.collection), []).extend(
+                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc)
+                for i, text, label, doc in job.items)
+        await asyncio.to_thread(self._upsert_groups, model, groups)
+        for job in batch:
+            _settle(job.done)
+
+    def _upsert_groups(self, model: str, groups: dict[tuple[str, str], list[VectorItem]]) -> None:
+        for (user, collection), items in groups.items():
+            self.index.upsert(user, collection, model, items)
 
 
 class GraphEmbeddingsWriter(_VectorWriter):
@@ -42,16 +151,13 @@ class GraphEmbeddingsWriter(_VectorWriter):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.add(flow_spec("entity-contexts", self.flow, self.on_entities))
+        self.add(flow_spec("entity-contexts", self.flow, self.on_entities, concurrency=self.batch_concurrency))
 
     async def on_entities(self, msg: EntityContexts, ctx) -> None:
         meta = msg.metadata
-        entities = [e for e in msg.entities if e.entity is not None]
-        if entities:
-            vectors, model = await self.embed([e.context or e.label or e.entity.value for e in entities])
-            items = [VectorItem(id=e.entity.value, vector=v, label=e.label, document_id=meta.root)
-                     for e, v in zip(entities, vectors)]
-            await asyncio.to_thread(self.index.upsert, meta.user, meta.collection, model, items)
+        await self.write(meta.user, meta.collection, [
+            (e.entity.value, e.context or e.label or e.entity.value, e.label, meta.root)
+            for e in msg.entities if e.entity is not None])
         await self.progress(meta, meta.root, "graph-embedded", msg.chunk_id)
 
 
@@ -63,14 +169,13 @@ class DocumentEmbeddingsWriter(_VectorWriter):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.add(flow_spec("chunks", self.flow, self.on_chunk))
+        self.add(flow_spec("chunks", self.flow, self.on_chunk, concurrency=self.batch_concurrency))
 
     async def on_chunk(self, msg: Chunk, ctx) -> None:
         meta = msg.metadata
         if msg.text.strip():
-            vectors, model = await self.embed([msg.text])
-            await asyncio.to_thread(self.index.upsert, meta.user, meta.collection, model, [VectorItem(
-                id=msg.chunk_id, vector=vectors[0], label=f"Chunk {msg.chunk_index}", document_id=msg.document_id)])
+            await self.write(meta.user, meta.collection,
+                             [(msg.chunk_id, msg.text, f"Chunk {msg.chunk_index}", msg.document_id)])
         await self.progress(meta, msg.document_id, "doc-embedded", msg.chunk_id)
 
 

@@ -1,0 +1,165 @@
+"""The vector writers batch concurrent messages into one embeddings request without changing what is stored.
+
+Real processors on the in-process bus: the embeddings service with the packaged embedder, the
+two writers, SQLite vector indexes.  Messages that arrive together share an ``embeddings``
+request and an index write; every one still gets exactly the vector it would get alone, a
+repeated id keeps the later message's data, and a bad message is dead-lettered on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from trustgraph_base.codec import decode, encode
+from trustgraph_base.pubsub import ReceiveTimeout, dead_letter_queue, flow_queue, open_backend
+from trustgraph_base.schema import Chunk, EntityContext, EntityContexts, IngestProgress, Metadata, iri
+from trustgraph_base.store.vectors import open_vector_index
+from trustgraph_flow.common.services import progress_queue
+from trustgraph_flow.model.embeddings import LocalEmbedder
+from trustgraph_flow.model.services import EmbeddingsService
+from trustgraph_flow.storage.vectors.service import DocumentEmbeddingsWriter, GraphEmbeddingsWriter
+
+pytestmark = [pytest.mark.service, pytest.mark.timeout(300)]
+
+USER, COLLECTION = "alice", "writers"
+TEXTS = [
+    "Marie Curie discovered polonium and radium with Pierre Curie in 1898.",
+    "Henri Becquerel found that uranium salts emit rays that fog photographic plates.",
+    "Ernest Rutherford named alpha and beta rays and proposed the nuclear model of the atom.",
+    "The Radium Institute in Paris was founded in 1909 by the University of Paris and the Pasteur Institute.",
+    "Irene Joliot-Curie and Frederic Joliot discovered artificial radioactivity in 1934.",
+    "Polonium is named after Poland, the country where Marie Curie was born.",
+]
+
+
+@pytest.fixture
+async def writers(tmp_path):
+    """The embeddings service and both writers, with the number of embeddings requests each writer made."""
+    backend = open_backend("memory")
+    flow = f"w{uuid.uuid4().hex[:8]}"
+    graph = open_vector_index("sqlite", kind="graph", home=tmp_path)
+    document = open_vector_index("sqlite", kind="document", home=tmp_path)
+    procs = [EmbeddingsService(backend=backend, flow=flow),
+             GraphEmbeddingsWriter(backend=backend, flow=flow, vector_index=graph),
+             DocumentEmbeddingsWriter(backend=backend, flow=flow, vector_index=document)]
+    requests: dict[str, list[list[str]]] = {"graph": [], "document": []}
+    for writer in procs[1:]:
+        def counting(texts, writer=writer, original=writer.embed):
+            requests[writer.kind].append(list(texts))
+            return original(texts)
+        writer.embed = counting
+    for p in procs:
+        await p.start()
+    progress = await backend.subscribe(progress_queue(), f"t-{uuid.uuid4().hex[:8]}", shared=False)
+    try:
+        yield backend, flow, graph, document, requests, progress
+    finally:
+        await progress.close()
+        for p in reversed(procs):
+            await p.stop()
+        graph.close()
+        document.close()
+        await backend.close()
+
+
+async def _until(check, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def _send(backend, queue: str, messages: list) -> None:
+    producer = await backend.create_producer(queue)
+    try:
+        for m in messages:
+            await producer.send(encode(m))
+    finally:
+        await producer.close()
+
+
+def _chunk(i: int, text: str, chunk_id: str | None = None) -> Chunk:
+    return Chunk(metadata=Metadata(id=f"urn:c:{i}", root="urn:doc:1", user=USER, collection=COLLECTION),
+                 document_id="urn:doc:1", page_id="urn:page:1", chunk_id=chunk_id or f"urn:chunk:{i}",
+                 chunk_index=i, text=text)
+
+
+async def _progress_items(progress, stage: str, n: int) -> set[str]:
+    items: set[str] = set()
+    while len(items) < n:
+        msg = await progress.receive(timeout=60)
+        await progress.ack(msg)
+        ev = decode(IngestProgress, msg.data)
+        if ev.stage == stage:
+            items.add(ev.item_id)
+    return items
+
+
+async def test_chunks_that_arrive_together_share_a_request_and_get_their_own_vectors(writers):
+    backend, flow, _graph, document, requests, progress = writers
+    await _send(backend, flow_queue("chunks", flow), [_chunk(i, t) for i, t in enumerate(TEXTS)])
+    done = await _progress_items(progress, "doc-embedded", len(TEXTS))
+    assert done == {f"urn:chunk:{i}" for i in range(len(TEXTS))}
+    assert document.index_info(USER, COLLECTION).count == len(TEXTS)
+    assert sorted(t for r in requests["document"] for t in r) == sorted(TEXTS)
+    assert len(requests["document"]) < len(TEXTS)  # batched, not one request per chunk
+    alone = LocalEmbedder(cache_size=0, workers=1)
+    for i, text in enumerate(TEXTS):  # the vector each chunk would get on its own
+        hit = document.search(USER, COLLECTION, alone.model_id, alone.embed([text])[0], limit=1)[0]
+        assert (hit.id, hit.label, hit.document_id) == (f"urn:chunk:{i}", f"Chunk {i}", "urn:doc:1")
+        assert hit.score == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_a_bad_message_is_dead_lettered_alone_and_its_batch_neighbours_are_stored(writers):
+    backend, flow, _graph, document, requests, progress = writers
+    queue = flow_queue("chunks", flow)
+    dlq = await backend.subscribe(dead_letter_queue(queue), f"inspect-{uuid.uuid4().hex[:8]}", shared=False)
+    try:
+        chunks = [_chunk(i, t) for i, t in enumerate(TEXTS[:4])]
+        chunks.insert(2, _chunk(9, "a chunk whose id no index accepts", chunk_id="urn:chunk:" + "x" * 2000))
+        await _send(backend, queue, chunks)
+        dead = await dlq.receive(timeout=60)
+        await dlq.ack(dead)
+        assert decode(Chunk, dead.data).chunk_index == 9
+        assert "longer than 1024" in dead.properties["dlq-reason"]
+        assert await _progress_items(progress, "doc-embedded", 4) == {f"urn:chunk:{i}" for i in range(4)}
+        assert document.index_info(USER, COLLECTION).count == 4
+        bad = "a chunk whose id no index accepts"
+        assert any(bad in r and len(r) > 1 for r in requests["document"])  # it was batched with good ones
+        with pytest.raises(ReceiveTimeout):
+            await dlq.receive(timeout=0.3)
+    finally:
+        await dlq.close()
+
+
+async def test_entities_keep_one_by_one_semantics_with_each_text_embedded_once(writers):
+    backend, flow, graph, _document, requests, progress = writers
+    curie, polonium = iri("urn:e:marie-curie"), iri("urn:e:polonium")
+
+    def contexts(n: int, root: str, entities: list[EntityContext]) -> EntityContexts:
+        return EntityContexts(metadata=Metadata(id=f"urn:chunk:{n}", root=root, user=USER, collection=COLLECTION),
+                              chunk_id=f"urn:chunk:{n}", entities=entities)
+
+    await _send(backend, flow_queue("entity-contexts", flow), [
+        contexts(0, "urn:doc:a", [EntityContext(curie, "Marie Curie", "Marie Curie"),
+                                  EntityContext(polonium, "polonium", "polonium")]),
+        contexts(1, "urn:doc:a", [EntityContext(curie, "Marie Curie", "Marie Curie")]),
+        contexts(2, "urn:doc:b", [EntityContext(curie, "Marie Curie", "a physicist and chemist"),
+                                  EntityContext(None, "no entity", "skipped")]),
+        contexts(3, "urn:doc:b", []),
+    ])
+    assert await _progress_items(progress, "graph-embedded", 4) == {f"urn:chunk:{n}" for n in range(4)}
+    assert graph.index_info(USER, COLLECTION).count == 2
+    sent = [t for r in requests["graph"] for t in r]
+    assert sorted(set(sent)) == ["Marie Curie", "a physicist and chemist", "polonium"]
+    for r in requests["graph"]:
+        assert len(r) == len(set(r))  # a text is sent once per request
+    alone = LocalEmbedder(cache_size=0, workers=1)
+    # The later message wins for a repeated id, as when messages were written one by one.
+    hit = graph.search(USER, COLLECTION, alone.model_id, alone.embed(["a physicist and chemist"])[0], limit=1)[0]
+    assert (hit.id, hit.label, hit.document_id) == ("urn:e:marie-curie", "Marie Curie", "urn:doc:b")
+    assert hit.score == pytest.approx(1.0, abs=1e-6)
