@@ -6,14 +6,17 @@ Targets (issue 5), with 1,000,000 stored triples: bulk insert from one writer pr
 (Cassandra); newest 50 of 100,000 traces < 50 ms on both.  Also measured: an s-bound and a
 po-bound (label) query.
 
-    python -m bench.stores [--quick] [--triples N] [--traces N] [--backends sqlite,cassandra] [--json out.json]
+    python -m bench.stores [--quick] [--triples N] [--traces N] [--batch N] [--backends sqlite,cassandra]
+                           [--json out.json]
 
 ``--quick`` uses ~20,000 triples and 2,000 traces; ``--triples`` lets a suite measure scaling
-(10k, 100k, 1M).  Cassandra runs when ``CASSANDRA_HOST`` (or ``--cassandra-host``) is set; its
-keyspace is dropped afterwards.  Every timed query is checked to return what it should, so a
-fast wrong answer cannot pass.  The data set is synthetic and deterministic: per entity a
-label, a type, two edges in the default graph and, in ``urn:graph:source``, a subgraph that
-``tg:contains`` each edge as a triple term.
+(10k, 100k, 1M).  Triples go in as ``insert`` calls of ``--batch`` triples (default 10,000;
+tg-load-turtle sends 1,000 per message by default and at most 100,000, and triples-write stores
+each message with one ``insert``, i.e. one transaction).  Cassandra runs when ``CASSANDRA_HOST``
+(or ``--cassandra-host``) is set; its keyspace is dropped afterwards.  Every timed query is
+checked to return what it should, so a fast wrong answer cannot pass.  The data set is synthetic
+and deterministic: per entity a label, a type, two edges in the default graph and, in
+``urn:graph:source``, a subgraph that ``tg:contains`` each edge as a triple term.
 """
 
 from __future__ import annotations
@@ -127,21 +130,24 @@ class _Figures(list):
         print(f"  {figure.name}: {figure.value:,.3f} {figure.unit} {figure.note}".rstrip(), flush=True)
 
 
-def bench_backend(name: str, store: TriplesStore, user: str, n: int, traces: int, samples: int) -> list[Figure]:
+def bench_backend(name: str, store: TriplesStore, user: str, n: int, traces: int, samples: int,
+                  batch: int = BATCH) -> list[Figure]:
     """Load ``n`` triples and ``traces`` Questions into ``store``, then time the look-ups."""
     stack = "embedded" if name == "sqlite" else "distributed"
     insert_target = 100_000 if name == "sqlite" else 10_000
     lookup_target = 5.0 if name == "sqlite" else 10.0
     load = f"load avg {os.getloadavg()[0]:.1f}"
 
-    inserted, elapsed, retries = 0, 0.0, 0
-    for batch in graph_batches(n):
-        t0 = time.perf_counter()
-        count, tries = _insert_with_redelivery(store, user, batch)
+    inserted, elapsed, cpu, retries = 0, 0.0, 0.0, 0
+    for triples in graph_batches(n, batch):
+        t0, c0 = time.perf_counter(), time.process_time()
+        count, tries = _insert_with_redelivery(store, user, triples)
         inserted += count
         retries += tries
         elapsed += time.perf_counter() - t0
-    note = f"{elapsed:.1f} s, batches of {BATCH:,}; {load}" + (f"; {retries} redelivered batches" if retries else "")
+        cpu += time.process_time() - c0
+    note = f"{elapsed:.1f} s ({cpu:.1f} s CPU), batches of {batch:,}; {load}"
+    note += f"; {retries} redelivered batches" if retries else ""
     figures = _Figures()
     figures.append(Figure(f"{name}: bulk insert ({inserted:,} triples)", inserted / elapsed, "triples/s",
                           insert_target, "higher", stack=stack, note=note))
@@ -194,7 +200,7 @@ def bench_backend(name: str, store: TriplesStore, user: str, n: int, traces: int
 
 def run(quick: bool = False, triples: int | None = None, traces: int | None = None,
         backends: tuple[str, ...] = ("sqlite", "cassandra"), cassandra_host: str | None = None,
-        samples: int | None = None) -> Results:
+        samples: int | None = None, batch: int = BATCH) -> Results:
     """Run the benchmark on each available backend; Cassandra only with a host."""
     n = triples or (20_000 if quick else 1_000_000)
     t = traces or (2_000 if quick else 100_000)
@@ -204,7 +210,7 @@ def run(quick: bool = False, triples: int | None = None, traces: int | None = No
         home = tempfile.mkdtemp(prefix="tg-bench-stores-")
         store = open_triples_store("sqlite", home=home)
         try:
-            results.add(*bench_backend("sqlite", store, "bench", n, t, samples))
+            results.add(*bench_backend("sqlite", store, "bench", n, t, samples, batch))
         finally:
             store.close()
             shutil.rmtree(home, ignore_errors=True)
@@ -220,7 +226,7 @@ def run(quick: bool = False, triples: int | None = None, traces: int | None = No
             store = open_triples_store("cassandra", config=config)
             user = f"bench{uuid.uuid4().hex[:8]}"
             try:
-                results.add(*bench_backend("cassandra", store, user, n, t, samples))
+                results.add(*bench_backend("cassandra", store, user, n, t, samples, batch))
             finally:
                 store._session.execute(f"DROP KEYSPACE IF EXISTS {store.keyspace(user)}", timeout=300)
                 store.close()
@@ -233,12 +239,13 @@ def main(argv=None) -> Results:
     parser.add_argument("--triples", type=int, help="triples to load (default 1,000,000)")
     parser.add_argument("--traces", type=int, help="Questions to index (default 100,000)")
     parser.add_argument("--samples", type=int, help="timed queries per kind (default 2,000; quick 300)")
+    parser.add_argument("--batch", type=int, default=BATCH, help=f"triples per insert call (default {BATCH:,})")
     parser.add_argument("--backends", default="sqlite,cassandra", help="comma-separated: sqlite,cassandra")
     parser.add_argument("--cassandra-host", default=None, help="default: $CASSANDRA_HOST")
     parser.add_argument("--json", help="write the figures to this JSON file")
     args = parser.parse_args(argv)
     results = run(args.quick, args.triples, args.traces, tuple(b.strip() for b in args.backends.split(",")),
-                  args.cassandra_host, args.samples)
+                  args.cassandra_host, args.samples, args.batch)
     results.print_table("triple stores")
     if args.json:
         results.write_json(args.json)

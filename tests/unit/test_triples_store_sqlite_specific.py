@@ -161,6 +161,83 @@ def test_a_writer_with_a_stale_term_cache_re_interns_after_another_deleted(tmp_p
     second.close()
 
 
+def _no_duplicate_terms(tmp_path, user: str = "u") -> int:
+    with raw(tmp_path, user) as conn:
+        total, distinct = conn.execute("SELECT count(*), count(DISTINCT text) FROM terms").fetchone()
+    assert total == distinct, "a term was interned twice"
+    return total
+
+
+def _graph(n: int) -> list[Triple]:
+    """Entities with labels, edges to earlier and later entities, and triple terms in a named graph."""
+    out = []
+    for i in range(n):
+        e, other = iri(f"{EX}e/{i}"), iri(f"{EX}e/{(i * 7919) % n}")
+        out += [Triple(e, P, literal(f"label {i}")), Triple(e, P, other),
+                Triple(iri(f"urn:sg:{i // 10}"), P, triple_term(e, P, other), "urn:graph:source")]
+    return out
+
+
+def test_one_large_insert_stores_what_many_small_ones_do(tmp_path):
+    """The process term cache must not change what is stored, whatever the batching."""
+    data = _graph(3000)
+    big, small = SqliteTriplesStore(home=tmp_path / "big"), SqliteTriplesStore(home=tmp_path / "small")
+    assert big.insert("u", "c", data + data[:100]) == len(data)
+    for i in range(0, len(data), 700):
+        small.insert("u", "c", data[i:i + 700])
+    small.insert("u", "c", data[:1500])  # re-inserting is a no-op
+    for s in (big, small):
+        assert s.count("u", "c", TriplePattern()) == len(data)
+    key = lambda t: (t.s.type, str(t.s.value), t.p.value, t.o.type, str(t.o.value), t.g)  # noqa: E731
+    everything = TriplePattern(limit=len(data))
+    assert sorted(map(key, big.query("u", "c", everything))) == sorted(map(key, small.query("u", "c", everything)))
+    assert sorted(map(key, big.query("u", "c", everything))) == sorted(map(key, data))
+    edge = data[4]
+    assert [t.s.value for t in small.query("u", "c", TriplePattern(
+        o=triple_term(edge.s, edge.p, edge.o), g="urn:graph:source"))] == ["urn:sg:0"]
+    assert _no_duplicate_terms(tmp_path / "big") == _no_duplicate_terms(tmp_path / "small")
+    big.close()
+    small.close()
+
+
+def test_a_writer_finds_terms_another_writer_added(tmp_path):
+    """A term another writer stored is found (not interned again) although this writer's cache never saw it."""
+    first, second = SqliteTriplesStore(home=tmp_path), SqliteTriplesStore(home=tmp_path)
+    first.insert("u", "c", [Triple(A, P, literal("first"))])
+    second.insert("u", "c", [Triple(B, P, literal(f"second {i}")) for i in range(50)])
+    first.insert("u", "c", [Triple(A, P, literal(f"second {i}")) for i in range(50)])
+    assert _no_duplicate_terms(tmp_path) == 4 + 50  # A, P, B, "first"
+    second.insert("u", "c", [Triple(B, P, literal(f"third {i}")) for i in range(50)])
+    first.insert("u", "c", [Triple(A, P, literal("new"))])
+    first.insert("u", "c", [Triple(A, P, literal(f"third {i}")) for i in range(50)])  # its cache never saw them
+    assert _no_duplicate_terms(tmp_path) == 4 + 50 + 50 + 1
+    assert second.delete_collection("u", "c") == 1 + 50 + 50 + 50 + 51
+    second.insert("u", "d", [Triple(B, P, literal("after gc"))])
+    first.insert("u", "d", [Triple(A, P, literal("after gc")), Triple(A, P, literal("first"))])  # epoch moved
+    assert _no_duplicate_terms(tmp_path) == 5
+    assert {t.s.value for t in first.query("u", "d", TriplePattern(o=literal("after gc")))} == {A.value, B.value}
+    first.close()
+    second.close()
+
+
+def test_a_rolled_back_insert_leaves_no_stale_term_ids(tmp_path):
+    """Ids of a failed transaction are reused by the next writer; the first writer must not believe it knows them."""
+    first, second = SqliteTriplesStore(home=tmp_path), SqliteTriplesStore(home=tmp_path)
+    first.insert("u", "c", [Triple(A, P, literal("x"))])
+    with raw(tmp_path, "u") as conn:
+        conn.execute("CREATE TRIGGER fail BEFORE INSERT ON quads WHEN NEW.o > 100 BEGIN SELECT RAISE(ABORT, 'no'); END")
+    with pytest.raises(StoreError):
+        first.insert("u", "c", [Triple(A, P, literal(f"doomed {i}")) for i in range(200)])
+    with raw(tmp_path, "u") as conn:
+        conn.execute("DROP TRIGGER fail")
+    second.insert("u", "c", [Triple(B, P, literal(f"other {i}")) for i in range(200)])
+    first.insert("u", "c", [Triple(A, P, literal(f"other {i}")) for i in range(200)])
+    assert _no_duplicate_terms(tmp_path) == 4 + 200  # A, P, B, "x" and the 200 others
+    assert first.count("u", "c", TriplePattern(s=A)) == 201
+    first.close()
+    second.close()
+
+
 def test_iter_query_reads_one_snapshot_while_the_thread_keeps_writing(store):
     store.insert("u", "c", [Triple(A, P, literal(f"v{i:04d}")) for i in range(2500)])
     pages = store.iter_query("u", "c", TriplePattern(s=A), page_size=1000)
