@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections import namedtuple
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..errors import StoreUnavailable
 
@@ -64,7 +66,7 @@ def connect(config: CassandraConfig | None = None):
         except KeyError:
             raise ValueError(f"unknown Cassandra consistency level {config.consistency!r}") from None
         profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=config.request_timeout,
-                                   consistency_level=level)
+                                   consistency_level=level, row_factory=named_rows)
         auth = PlainTextAuthProvider(config.username, config.password) if config.username else None
         cluster = Cluster(list(config.hosts), port=config.port, connect_timeout=config.connect_timeout,
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile}, auth_provider=auth,
@@ -80,6 +82,31 @@ def connect(config: CassandraConfig | None = None):
             raise StoreUnavailable(f"cannot reach Cassandra at {','.join(config.hosts)}:{config.port}: {e}") from e
         _SESSIONS[key] = session
         return session
+
+
+@lru_cache(maxsize=512)
+def _row_class(colnames: tuple[str, ...]) -> type:
+    from cassandra.query import _clean_column_name
+
+    return namedtuple("Row", [_clean_column_name(c) for c in colnames], rename=True)
+
+
+def named_rows(colnames, rows) -> list:
+    """The driver's default row factory (rows as named tuples), with one class per column list.
+
+    The default builds a new ``namedtuple`` class for every result set; a GraphRAG query reads
+    hundreds of them, and that class creation was the largest Python cost of a look-up.
+    """
+    row = _row_class(tuple(colnames))
+    return [row(*r) for r in rows]
+
+
+def lwt_applied(result) -> bool:
+    """Whether a lightweight transaction was applied (``ResultSet.was_applied`` only accepts the driver's own row factories)."""
+    row = result.one()
+    if row is None:
+        raise RuntimeError("a lightweight transaction returned no row")
+    return bool(row[0])
 
 
 #: Seconds a schema change may take: DDL waits for schema agreement and is slow on a busy node.

@@ -38,7 +38,7 @@ from ..librarian import (
     metadata_to_json, prepare_metadata, rechunk, same_document, split_parts,
 )
 from ..names import storage_name
-from .connection import CassandraConfig, connect, ensure_keyspace
+from .connection import lwt_applied, CassandraConfig, connect, ensure_keyspace
 
 __all__ = ["CassandraLibrarianStore", "cassandra_errors", "PARTS_PER_BUCKET"]
 
@@ -303,7 +303,7 @@ class CassandraLibrarianStore:
         except BaseException:
             self._cleanup_failed_add(ks, collection, meta, object_id, len(parts))
             raise
-        if result.was_applied:
+        if lwt_applied(result):
             return meta
         with cassandra_errors(what):  # lost a race against a concurrent add of the same id
             winner = self._stored(ks, collection, meta.id)
