@@ -40,8 +40,16 @@ from .librarian import DDL_TIMEOUT, cassandra_errors
 
 __all__ = ["CassandraVectorIndex", "shard_of", "MAX_SHARDS"]
 
-#: Writes one upsert keeps in flight (more only produces write timeouts while SAI builds its graph).
-CONCURRENCY = 16
+#: Write requests one call keeps in flight.  Cassandra 5.0.8 (and 5.0.9) fail vector inserts once
+#: more than a few run at once into one table's in-memory SAI graph (CASSANDRA-21644: jvector's
+#: "number of outstanding pooled objects has gone beyond the limit of 3"), and the failed
+#: mutation leaves that server thread unable to apply later writes to any table until a
+#: restart.  So vector writes go as unlogged batches of one partition's rows (one mutation
+#: each, applied by one thread), at most two at a time.
+CONCURRENCY = 2
+#: Rows of one partition per unlogged batch (a 384-dimension row is ~1.6 KB; Cassandra refuses
+#: batches over 50 KB by default).
+BATCH_ROWS = 16
 #: Rounds of retrying the writes that timed out (they are idempotent).
 WRITE_RETRIES = 4
 #: How long a search trusts its cached copy of the model record (writes always read it fresh).
@@ -189,8 +197,29 @@ class CassandraVectorIndex:
 
     def _run_all(self, statement, params: list[tuple], what: str) -> list[Any]:
         """Execute ``statement`` for every parameter tuple, retrying timed-out ones; results in order."""
-        from cassandra.concurrent import execute_concurrent_with_args
+        return self._run_statements([(statement, p) for p in params], what)
 
+    def _write_rows(self, statement, params: list[tuple], what: str) -> None:
+        """Write rows (``params[i][:2]`` is the partition key) as unlogged single-partition batches."""
+        from cassandra.query import BatchStatement, BatchType
+
+        by_partition: dict[tuple, list[tuple]] = {}
+        for p in params:
+            by_partition.setdefault(p[:2], []).append(p)
+        batches = []
+        for rows in by_partition.values():
+            for i in range(0, len(rows), BATCH_ROWS):
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                for p in rows[i:i + BATCH_ROWS]:
+                    batch.add(statement, p)
+                batches.append((batch, ()))
+        self._run_statements(batches, what)
+
+    def _run_statements(self, statements: list[tuple], what: str) -> list[Any]:
+        """Execute ``(statement, params)`` pairs, at most :data:`CONCURRENCY` at once, retrying failed ones."""
+        from cassandra.concurrent import execute_concurrent
+
+        params = statements
         results: list[Any] = [None] * len(params)
         pending = list(range(len(params)))
         error: Exception | None = None
@@ -199,8 +228,8 @@ class CassandraVectorIndex:
                 return results
             if attempt:
                 time.sleep(0.2 * 2 ** attempt)
-            outcomes = execute_concurrent_with_args(self._session, statement, [params[i] for i in pending],
-                                                    concurrency=CONCURRENCY, raise_on_first_error=False)
+            outcomes = execute_concurrent(self._session, [params[i] for i in pending], concurrency=CONCURRENCY,
+                                          raise_on_first_error=False)
             failed = []
             for i, (ok, value) in zip(pending, outcomes):
                 if ok:
@@ -248,12 +277,12 @@ class CassandraVectorIndex:
             require_model(self.kind, user, collection, info[0], info[1], model_id, dimension)
             table = self._table(ks, dimension, create=True)
         shards = info[2]
-        self._run_all(table.insert, [(collection, shard_of(item.id, shards), item.id, vector, item.label,
-                                      item.document_id) for item, vector in zip(chosen, vectors.tolist())], what)
+        self._write_rows(table.insert, [(collection, shard_of(item.id, shards), item.id, vector, item.label,
+                                         item.document_id) for item, vector in zip(chosen, vectors.tolist())], what)
         return len(chosen)
 
     def _delete_rows(self, table: _Table, collection: str, shards: int, ids: list[str], what: str) -> int:
-        self._run_all(table.delete, [(collection, shard_of(i, shards), i) for i in ids], what)
+        self._write_rows(table.delete, [(collection, shard_of(i, shards), i) for i in ids], what)
         return len(ids)
 
     def delete_ids(self, user: str, collection: str, ids: Sequence[str]) -> int:
