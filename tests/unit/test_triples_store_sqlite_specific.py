@@ -273,3 +273,43 @@ def test_a_closed_store_refuses_work(tmp_path):
     s.close()
     with pytest.raises(StoreError, match="closed"):
         s.query("u", "c", TriplePattern())
+
+
+def test_threads_opening_a_new_file_at_once_all_get_in(tmp_path):
+    """``PRAGMA journal_mode=WAL`` could fail with "database is locked" when several threads opened a
+    new file at the same moment (it does not wait for busy_timeout); now it is retried."""
+    import sqlite3
+
+    from trustgraph_base.store.sqlite.wal import enable_wal
+
+    for round_ in range(30):
+        store = SqliteTriplesStore(home=tmp_path / f"r{round_}")
+        errors: list[BaseException] = []
+        start = threading.Barrier(6)
+
+        def work(n: int) -> None:
+            try:
+                start.wait()
+                store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
+            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert store.count("u", "c", TriplePattern(p=P)) == 6
+        store.close()
+    # the retry gives up after its timeout when the lock is never released
+    path = tmp_path / "held.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    other = sqlite3.connect(path, timeout=0.05)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        enable_wal(other, timeout=0.2)
+    holder.execute("ROLLBACK")
+    enable_wal(other, timeout=0.2)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

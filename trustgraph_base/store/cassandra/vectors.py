@@ -55,6 +55,11 @@ WRITE_RETRIES = 4
 #: How long a search trusts its cached copy of the model record (writes always read it fresh).
 INFO_CACHE_SECONDS = 5.0
 
+#: Fewest neighbours an ANN query asks Cassandra for (the best ``limit`` are kept): the graph
+#: search's beam follows the query's LIMIT, and with a LIMIT of 1-5 it missed the true nearest
+#: vector now and then (300 random 32-dimension vectors, LIMIT 5).
+MIN_ANN_FETCH = 10
+
 #: Most shards one collection's index may be spread over.
 MAX_SHARDS = 64
 
@@ -370,10 +375,11 @@ class CassandraVectorIndex:
             require_model(self.kind, user, collection, info[0], info[1], model_id, int(query.shape[0]))
             table = self._table(ks, info[1], create=False)
             q = query.tolist()
+            fetch = max(limit, MIN_ANN_FETCH)
             if info[2] == 1:
-                rows = list(self._session.execute(table.search, (q, collection, 0, q, limit)))
+                rows = list(self._session.execute(table.search, (q, collection, 0, q, fetch)))
             else:
-                futures = [self._session.execute_async(table.search, (q, collection, shard, q, limit))
+                futures = [self._session.execute_async(table.search, (q, collection, shard, q, fetch))
                            for shard in range(info[2])]
                 rows = [row for future in futures for row in future.result()]
         hits = [VectorHit(r.id, 2.0 * r.score - 1.0, r.label or "", r.document_id or "") for r in rows]

@@ -25,6 +25,7 @@ from ..librarian import (
     metadata_from_json, metadata_to_json, prepare_metadata, rechunk, same_document, sha256_hex, split_parts,
 )
 from ..names import user_file
+from .wal import enable_wal
 
 __all__ = ["SqliteLibrarianStore"]
 
@@ -62,7 +63,7 @@ class _UserDb:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self.conn, 30.0)
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(_SCHEMA)
 

@@ -49,6 +49,7 @@ from ..triples import (
     IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
     check_trace_query, encode_cursor, extract_traces, prepare_triples, question_type_of, term_from_key,
 )
+from .wal import enable_wal
 
 __all__ = ["SqliteTriplesStore"]
 
@@ -159,7 +160,7 @@ class SqliteTriplesStore:
 
     def _open(self, path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout)
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn, self._busy_timeout)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{self._cache_kib}")
         # Checkpoint every ~40 MiB of WAL instead of 4 MiB: bulk loads rewrite the same index

@@ -35,6 +35,7 @@ from ..vectors import (
     IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id, check_names,
     normalise, prepare_items, require_model,
 )
+from .wal import enable_wal
 
 __all__ = ["SqliteVectorIndex", "HNSW_CONNECTIVITY", "HNSW_EXPANSION_ADD", "HNSW_EXPANSION_SEARCH"]
 
@@ -118,7 +119,7 @@ class _UserDb:
         self.path = path
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self.conn, 30.0)
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(_SCHEMA)
 
