@@ -230,22 +230,26 @@ def _iri_key(value: str) -> str:
     return key
 
 
-def _check_triple_term(term: Term, depth: int) -> None:
-    """Validate a triple term like :func:`validate_term` does, with the IRI cache on the way down."""
+def _triple_key(term: Term, depth: int) -> str:
+    """Validate a triple term like :func:`validate_term` does (with the IRI cache on the way down) and
+    return its canonical string in the same walk."""
     if depth >= MAX_TRIPLE_DEPTH:
         raise TermError(f"triple terms nested deeper than {MAX_TRIPLE_DEPTH}")
     t = term.triple
     if not isinstance(t, Triple):
         raise TermError("triple term without a triple")
+    keys = []
     for position in (t.s, t.p, t.o):
         if position is not None and position.type == IRI and type(position.value) is str:
-            _iri_key(position.value)
+            keys.append(_iri_key(position.value))
         elif position is not None and position.type == TRIPLE:
-            _check_triple_term(position, depth + 1)
+            keys.append(_triple_key(position, depth + 1))
         else:
             validate_term(position, depth + 1)
+            keys.append(serialize_term(position))
     if t.p.type != IRI:
         raise TermError("predicate must be an IRI")
+    return f"<<( {keys[0]} {keys[1]} {keys[2]} )>>"
 
 
 def _term_key(term: Term | None) -> str:
@@ -255,8 +259,7 @@ def _term_key(term: Term | None) -> str:
         if kind == IRI and type(term.value) is str:
             return _iri_key(term.value)
         if kind == TRIPLE:
-            _check_triple_term(term, 0)
-            return serialize_term(term)
+            return _triple_key(term, 0)
     validate_term(term)
     return serialize_term(term)
 
@@ -281,58 +284,27 @@ def prepare_triples(triples: Sequence[Triple]) -> list[QuadKey]:
     if isinstance(triples, (str, bytes)) or not hasattr(triples, "__iter__"):
         raise InvalidQuery("triples must be a sequence of Triple")
     out: dict[QuadKey, None] = {}
-    iri_keys, graphs, term_cls, term_key, triple_key = _IRI_KEYS, {"": ""}, Term, _term_key, _triple_key
+    iri_keys, graphs = _IRI_KEYS, {"": ""}
     for i, t in enumerate(triples):
         try:
-            # fast path: IRIs already validated and graphs already seen (a dict hit each); triple
-            # terms are validated and serialized in one walk
-            s, p, o, g = t.s, t.p, t.o, t.g
-            if s.__class__ is term_cls and s.type == IRI:
-                sk = iri_keys.get(s.value) or term_key(s)
-            else:
-                sk = triple_key(s, 0) if s.__class__ is term_cls and s.type == TRIPLE else term_key(s)
-            if p.__class__ is term_cls and p.type == IRI:
-                pk = iri_keys.get(p.value) or term_key(p)
-            else:
-                pk = term_key(p)
-            if o.__class__ is term_cls and o.type == IRI:
-                ok = iri_keys.get(o.value) or term_key(o)
-            else:
-                ok = triple_key(o, 0) if o.__class__ is term_cls and o.type == TRIPLE else term_key(o)
-            gk = graphs.get(g) if g.__class__ is str else None
-            if gk is None:
-                gk = _graph_key(g)
-                graphs[g or ""] = gk
+            # fast path: IRIs already validated and graphs already seen (a dict hit each)
+            s, p, o = t.s, t.p, t.o
+            sk = iri_keys.get(s.value) if s.__class__ is Term and s.type == IRI else None
+            pk = iri_keys.get(p.value) if p.__class__ is Term and p.type == IRI else None
+            ok = iri_keys.get(o.value) if o.__class__ is Term and o.type == IRI else None
+            g = graphs.get(t.g) if t.g.__class__ is str else None
+            key = (sk or _term_key(s), pk or _term_key(p), ok or _term_key(o),
+                   g if g is not None else _graph_key(t.g))
             if p.type != IRI:
                 raise TermError("predicate must be an IRI")
+            if g is None:
+                graphs[t.g or ""] = key[3]
         except TermError as e:
             raise InvalidQuery(f"triple {i}: {e}") from None
         except (AttributeError, TypeError):   # not a Triple of Terms: the careful path names the problem
-            out[_checked_key(i, t)] = None
-            continue
-        out[(sk, pk, ok, gk)] = None
+            key = _checked_key(i, t)
+        out[key] = None
     return list(out)
-
-
-def _triple_key(term: Term, depth: int) -> str:
-    """Validate a triple term like :func:`_check_triple_term` and return its canonical string in the same walk."""
-    if depth >= MAX_TRIPLE_DEPTH:
-        raise TermError(f"triple terms nested deeper than {MAX_TRIPLE_DEPTH}")
-    t = term.triple
-    if not isinstance(t, Triple):
-        raise TermError("triple term without a triple")
-    keys = []
-    for position in (t.s, t.p, t.o):
-        if position is not None and position.type == IRI and type(position.value) is str:
-            keys.append(_iri_key(position.value))
-        elif position is not None and position.type == TRIPLE:
-            keys.append(_triple_key(position, depth + 1))
-        else:
-            validate_term(position, depth + 1)
-            keys.append(serialize_term(position))
-    if t.p.type != IRI:
-        raise TermError("predicate must be an IRI")
-    return f"<<( {keys[0]} {keys[1]} {keys[2]} )>>"
 
 
 def _checked_key(i: int, t: object) -> QuadKey:
