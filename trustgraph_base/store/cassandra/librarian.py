@@ -38,7 +38,7 @@ from ..librarian import (
     metadata_to_json, prepare_metadata, rechunk, same_document, split_parts,
 )
 from ..names import storage_name
-from .connection import lwt_applied, CassandraConfig, connect, ensure_keyspace
+from .connection import CassandraConfig, connect, ensure_keyspace, lwt_applied
 
 __all__ = ["CassandraLibrarianStore", "cassandra_errors", "PARTS_PER_BUCKET"]
 

@@ -224,16 +224,15 @@ class CassandraVectorIndex:
         """Execute ``(statement, params)`` pairs, at most :data:`CONCURRENCY` at once, retrying failed ones."""
         from cassandra.concurrent import execute_concurrent
 
-        params = statements
-        results: list[Any] = [None] * len(params)
-        pending = list(range(len(params)))
+        results: list[Any] = [None] * len(statements)
+        pending = list(range(len(statements)))
         error: Exception | None = None
         for attempt in range(WRITE_RETRIES + 1):
             if not pending:
                 return results
             if attempt:
                 time.sleep(0.2 * 2 ** attempt)
-            outcomes = execute_concurrent(self._session, [params[i] for i in pending], concurrency=CONCURRENCY,
+            outcomes = execute_concurrent(self._session, [statements[i] for i in pending], concurrency=CONCURRENCY,
                                           raise_on_first_error=False)
             failed = []
             for i, (ok, value) in zip(pending, outcomes):
