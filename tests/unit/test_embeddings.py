@@ -124,6 +124,19 @@ def test_concurrent_calls_give_the_same_vectors(embedder):
 SAME_LENGTH = ["a b c", "x y z", "p q r", "the cat sat on the mat", "a dog ran in the park"]
 
 
+def record_runs(embedder: LocalEmbedder) -> list[list[int]]:
+    """Make ``embedder`` record each ``session.run`` it makes: the token count of every text in it."""
+    runs: list[list[int]] = []
+    original = embedder._run
+
+    def recording(encodings):
+        runs.append([len(e.ids) for e in encodings])
+        return original(encodings)
+
+    embedder._run = recording
+    return runs
+
+
 @pytest.mark.parametrize("workers", [1, 3])
 def test_runs_shared_by_same_length_texts_give_the_vectors_of_one_by_one(workers):
     texts = SAME_LENGTH + ["polonium", "a much longer sentence about the Radium Institute, founded in 1909 " * 3,
@@ -132,16 +145,10 @@ def test_runs_shared_by_same_length_texts_give_the_vectors_of_one_by_one(workers
     one_by_one = [alone.embed([t])[0] for t in texts]
     together = LocalEmbedder(cache_size=0, workers=workers)
     together.load()
-    runs = []
-    original = together._run
-
-    def counting(encodings):
-        runs.append(len(encodings))
-        return original(encodings)
-
-    together._run = counting
+    recorded = record_runs(together)
     assert together.embed(texts) == one_by_one  # bit for bit
     assert together._grouping is True  # rows of one run are independent with this model and runtime
+    runs = [len(r) for r in recorded]
     assert max(runs) == 3 and sum(runs) == len(set(texts))  # "a b c" "x y z" "p q r" shared one run
 
 
@@ -149,32 +156,18 @@ def test_without_independent_rows_texts_run_one_by_one():
     embedder = LocalEmbedder(cache_size=0, workers=2)
     embedder.load()
     embedder._grouping = False  # what the load-time check decides when a run's rows influence each other
-    runs = []
-    original = embedder._run
-
-    def counting(encodings):
-        runs.append(len(encodings))
-        return original(encodings)
-
-    embedder._run = counting
+    recorded = record_runs(embedder)
     vectors = embedder.embed(SAME_LENGTH)
-    assert runs == [1] * len(SAME_LENGTH)
+    assert [len(r) for r in recorded] == [1] * len(SAME_LENGTH)
     assert vectors == [LocalEmbedder(cache_size=0, workers=1).embed([t])[0] for t in SAME_LENGTH]
 
 
 def test_a_text_repeated_in_one_call_is_embedded_once():
     embedder = LocalEmbedder(cache_size=0, workers=2)
     embedder.load()
-    embedded = []
-    original = embedder._run
-
-    def counting(encodings):
-        embedded.extend(len(e.ids) for e in encodings)
-        return original(encodings)
-
-    embedder._run = counting
+    recorded = record_runs(embedder)
     vectors = embedder.embed(["radium", "polonium", "radium", "radium"])
-    assert len(embedded) == 2
+    assert sum(len(r) for r in recorded) == 2
     assert vectors[0] == vectors[2] == vectors[3] != vectors[1]
 
 

@@ -91,24 +91,32 @@ def test_every_bound_pattern_is_an_index_search_never_a_scan(store, tmp_path):
         assert "SEARCH traces USING COVERING INDEX" in plan and "TEMP B-TREE" not in plan, plan
 
 
-def test_threads_insert_and_query_concurrently(store):
+def in_threads(count: int, work) -> list[BaseException]:
+    """Run ``work(n)`` for n in ``range(count)``, each on its own thread; the exceptions they raised."""
     errors: list[BaseException] = []
 
-    def work(n: int) -> None:
+    def guarded(n: int) -> None:
         try:
-            for k in range(20):
-                batch = [Triple(iri(f"{EX}t{n}/{k}/{i}"), P, literal(f"{n}-{k}-{i}")) for i in range(50)]
-                store.insert("u", "c", batch)
-                assert len(store.query("u", "c", TriplePattern(s=batch[7].s))) == 1
-        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            work(n)
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=guarded, args=(n,)) for n in range(count)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert errors == []
+    return errors
+
+
+def test_threads_insert_and_query_concurrently(store):
+    def work(n: int) -> None:
+        for k in range(20):
+            batch = [Triple(iri(f"{EX}t{n}/{k}/{i}"), P, literal(f"{n}-{k}-{i}")) for i in range(50)]
+            store.insert("u", "c", batch)
+            assert len(store.query("u", "c", TriplePattern(s=batch[7].s))) == 1
+
+    assert in_threads(4, work) == []
     assert store.count("u", "c", TriplePattern(p=P)) == 4 * 20 * 50
 
 
@@ -284,22 +292,13 @@ def test_threads_opening_a_new_file_at_once_all_get_in(tmp_path):
 
     for round_ in range(30):
         store = SqliteTriplesStore(home=tmp_path / f"r{round_}")
-        errors: list[BaseException] = []
         start = threading.Barrier(6)
 
         def work(n: int) -> None:
-            try:
-                start.wait()
-                store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
-            except BaseException as e:  # noqa: BLE001 - reported by the main thread
-                errors.append(e)
+            start.wait()
+            store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
 
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert in_threads(6, work) == []
         assert store.count("u", "c", TriplePattern(p=P)) == 6
         store.close()
     # the retry gives up after its timeout when the lock is never released
