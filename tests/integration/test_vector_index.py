@@ -282,6 +282,33 @@ def test_sqlite_graph_follows_other_processes_and_survives_restart(tmp_path):
         reopened.close()
 
 
+
+@pytest.mark.service
+def test_sqlite_small_index_is_searched_exactly_and_a_large_one_through_the_graph(tmp_path, monkeypatch):
+    import trustgraph_base.store.sqlite.vectors as sqlite_vectors
+
+    index = open_vector_index("sqlite", kind="graph", home=tmp_path)
+    try:
+        data = unit_rows(2_000, 32, seed=3)  # 64,000 numbers: under EXACT_SEARCH_MAX_VALUES
+        index.upsert("vec-exact", "c", MODEL, items(data))
+        queries = unit_rows(200, 32, seed=4)
+
+        def found(q) -> list[str]:
+            return [h.id for h in index.search("vec-exact", "c", MODEL, q.tolist(), limit=10)]
+
+        def exact(q) -> list[str]:
+            return [f"urn:e:{i}" for i in np.argsort(-(data @ q))[:10]]
+
+        assert all(found(q) == exact(q) for q in queries)  # every query: the exact top 10, in order
+        monkeypatch.setattr(sqlite_vectors, "EXACT_SEARCH_MAX_VALUES", 0)  # now the HNSW graph answers
+        recall = sum(len(set(found(q)) & set(exact(q))) for q in queries) / (10 * len(queries))
+        assert 0.9 <= recall <= 1.0
+        assert all(found(q) == sorted(found(q), key=lambda i: -float(data[int(i.rsplit(":", 1)[1])] @ q))
+                   for q in queries[:20])  # graph hits still come back in exact-score order
+    finally:
+        index.close()
+
+
 # ----------------------------------------------------------------------------- cassandra specifics
 
 @pytest.mark.integration

@@ -13,7 +13,11 @@ trade-off Cassandra's SAI makes as well, so both backends behave alike.
   :class:`SqliteVectorIndex` on the file), is updated in place by this process's writes and
   rebuilt from SQLite when the stamp shows another process wrote.  ``close()`` saves it
   beside the file with its stamp, so a restart reloads it instead of rebuilding.
-* Hits are re-scored exactly (float64 cosine of the stored float32 vectors).
+* Small graphs (up to :data:`EXACT_SEARCH_MAX_VALUES` stored numbers) are searched
+  exhaustively: exact ranking costs under a millisecond there, while HNSW can miss a true
+  nearest neighbour (seen in CI: 300 random 32-dimension vectors, ef 64).
+* Hits are re-scored exactly (float64 cosine of the stored float32 vectors), from at least
+  :data:`RESCORE_CANDIDATES` candidates, so float16 rounding cannot reorder near-ties.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from ..vectors import (
 )
 from .wal import enable_wal
 
-__all__ = ["SqliteVectorIndex", "HNSW_CONNECTIVITY", "HNSW_EXPANSION_ADD", "HNSW_EXPANSION_SEARCH"]
+__all__ = ["SqliteVectorIndex", "HNSW_CONNECTIVITY", "HNSW_EXPANSION_ADD", "HNSW_EXPANSION_SEARCH",
+           "EXACT_SEARCH_MAX_VALUES", "RESCORE_CANDIDATES"]
 
 #: Graph degree (M).
 HNSW_CONNECTIVITY = 16
@@ -45,6 +50,11 @@ HNSW_CONNECTIVITY = 16
 HNSW_EXPANSION_ADD = 128
 #: Beam width while searching (ef); a search asks for at least this many candidates.
 HNSW_EXPANSION_SEARCH = 64
+#: Graphs holding at most this many numbers (vectors x dimensions) are searched exhaustively:
+#: 10,000 x 384 float16 vectors take about 0.7 ms on one core (HNSW: 0.4 ms).
+EXACT_SEARCH_MAX_VALUES = 4_000_000
+#: Fewest candidates a search takes from the graph before the exact re-scoring keeps ``limit``.
+RESCORE_CANDIDATES = 16
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vector_index (
@@ -429,7 +439,8 @@ class SqliteVectorIndex:
         require_model(self.kind, user, collection, info[0], info[1], model_id, query.shape[0])
         with _graph_lock(self._key(db, collection)):
             graph = self._graph(db, collection, info[1], info[2], info[3])
-            matches = graph.index.search(query, limit)
+            exact = len(graph.index) * info[1] <= EXACT_SEARCH_MAX_VALUES
+            matches = graph.index.search(query, max(limit, RESCORE_CANDIDATES), exact=exact, threads=1)
             keys = [int(k) for k in matches.keys]
         if not keys:
             return []
