@@ -10,9 +10,8 @@ documents.
                             [--json out.json]
 
 ``--quick`` uses 10,000 vectors, 200 queries (after 200 warm-up searches instead of 1,500) and
-10 documents.  ``clustered`` data (default)
-is unit vectors around N/100 random centres, like real embeddings; ``random`` is uniform on the
-sphere, the worst case for every ANN graph.  Cassandra runs when ``CASSANDRA_HOST`` (or
+10 documents.  ``clustered`` data (default) is unit vectors around N/100 random centres, like
+real embeddings; ``random`` is uniform on the sphere, the worst case for every ANN graph.  Cassandra runs when ``CASSANDRA_HOST`` (or
 ``--cassandra-host``) is set; its keyspace is dropped afterwards.
 """
 
@@ -24,6 +23,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,7 +71,7 @@ def exact_top10(data: np.ndarray, query: np.ndarray) -> list[set[int]]:
 
 
 def bench_index(backend: str, options: dict, user: str, data: np.ndarray, query: np.ndarray,
-                truth: list[set[int]], stack: str, warmup: np.ndarray | None = None) -> list[Figure]:
+                truth: list[set[int]], stack: str, warmup: Sequence[np.ndarray] = ()) -> list[Figure]:
     """Load ``data`` into a fresh index, then time ``query`` searches; returns the figures.
 
     Cassandra is timed twice: right after the load (memtables, pending compactions, a cold JIT)
@@ -104,7 +104,7 @@ def bench_index(backend: str, options: dict, user: str, data: np.ndarray, query:
         settled = wait_for_compactions(index._session)
         figures.append(Figure("wait for compactions and SAI index builds", time.perf_counter() - t, "s", stack=stack,
                               note="" if settled else "gave up waiting"))
-        for q in ([] if warmup is None else warmup):
+        for q in warmup:
             index.search(user, COLLECTION, MODEL, q.tolist(), limit=10)
     figures += time_queries(index, user, query, truth, n, stack, "", target=P99_TARGET_MS)
     index.close()
