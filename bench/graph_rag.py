@@ -337,14 +337,15 @@ class Call:
 
 
 _PORT_SERVICES = {"embed": "embeddings", "find_entities": "graph-embeddings", "find_chunks": "document-embeddings",
-                  "query": "triples", "prompt": "prompt", "prompt_stream": "prompt", "store_answer": "librarian",
+                  "query": "triples", "prompt": "prompt", "prompt_stream": "prompt",
                   "get_content": "librarian", "run_tool": "tool"}
 
 
 class RecordingPorts:
     """A transparent proxy of a service's ports that records every request (and, optionally, its result).
 
-    Explain triples go out on a producer (no reply awaited), so ``store_explain`` is not a request.
+    Explain triples and answers go out on producers (no reply awaited), so ``store_explain`` and
+    ``store_answer`` are not requests.
     """
 
     def __init__(self, inner: Any, keep_results: bool = False):
@@ -761,7 +762,7 @@ class ReplayPorts:
         for item in self._next("prompt_stream"):
             yield item
 
-    async def store_answer(self, user, document_id, text, collection="default"):
+    async def store_answer(self, user, collection, document_id, text, stage_uri, stage_triples):
         return None
 
     async def store_explain(self, user, collection, stage_uri, triples):

@@ -33,7 +33,7 @@ BIN = Path(sys.executable).parent
 START_SECONDS = 240.0
 
 #: Per-client timeouts of graph-rag (s): a killed dependency costs a query this long, not 60-600 s.
-GRAPH_RAG_TIMEOUTS = {"librarian": 8.0, "triples": 15.0, "embeddings": 15.0, "graph-embeddings": 15.0,
+GRAPH_RAG_TIMEOUTS = {"triples": 15.0, "embeddings": 15.0, "graph-embeddings": 15.0,
                       "prompt": 30.0}
 
 

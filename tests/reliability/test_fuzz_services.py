@@ -276,8 +276,9 @@ def test_hostile_requests_get_one_clear_final_reply(fuzz_stack, service, data):
 
 # ------------------------------------------------------------------------------------------ flow consumers
 
-@fuzz(25)
-@given(flow=st.sampled_from(["triples-store", "document-load", "text-pages", "chunks", "entity-contexts"]),
+@fuzz(30)
+@given(flow=st.sampled_from(["triples-store", "document-load", "text-pages", "chunks", "entity-contexts",
+                             "answer-store"]),
        data=st.data())
 def test_flow_consumers_dead_letter_what_they_refuse(fuzz_stack, flow, data):
     """Undecodable messages are dead-lettered with the reason; hostile decodable ones are handled or dead-lettered."""
@@ -289,9 +290,13 @@ def test_flow_consumers_dead_letter_what_they_refuse(fuzz_stack, flow, data):
     if data.draw(st.booleans(), label="raw bytes"):
         payload = data.draw(st.binary(max_size=100) | JSON.map(lambda v: json.dumps(v).encode()))
     else:
-        meta = request_of(Metadata, user=NAME_ATTACKS | st.just("fuzzer"), collection=NAME_ATTACKS | st.just("default"))
+        names = {"user": NAME_ATTACKS | st.just("fuzzer"), "collection": NAME_ATTACKS | st.just("default")}
+        if flow == "answer-store":  # names at the top level; its metadata is a DocumentMetadata
+            fields = names
+        else:
+            fields = {"metadata": st.none() | request_of(Metadata, **names)}
         try:
-            payload = encode(data.draw(request_of(FLOWS[flow], metadata=st.none() | meta)))
+            payload = encode(data.draw(request_of(FLOWS[flow], **fields)))
         except CodecError:
             assume(False)
     try:

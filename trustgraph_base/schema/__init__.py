@@ -15,7 +15,7 @@ from .query import (
     TraceListResponse,
     TraceSummary, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
 )
-from .library import DocumentMetadata, LibrarianRequest, LibrarianResponse
+from .library import DocumentMetadata, LibrarianRequest, LibrarianResponse, StoredAnswer
 from .models import (
     EmbeddingsRequest, EmbeddingsResponse, PromptRequest, PromptResponse,
     TextCompletionRequest, TextCompletionResponse,

@@ -14,7 +14,7 @@ from trustgraph_base.processor import Processor, raise_on_error
 from trustgraph_base.schema.library import ANSWER
 from trustgraph_base.schema import (
     DocumentEmbeddingsRequest, DocumentMetadata, EmbeddingsRequest, EntityMatch, GraphEmbeddingsRequest,
-    LibrarianRequest, Metadata, PromptRequest, Triple, TriplePattern, Triples, TriplesQueryRequest,
+    LibrarianRequest, Metadata, PromptRequest, StoredAnswer, Triple, TriplePattern, Triples, TriplesQueryRequest,
 )
 
 
@@ -27,7 +27,8 @@ class BusPorts:
     """Ports over the bus, for a processor that declared the matching client specs.
 
     Client names used: ``embeddings``, ``graph-embeddings``, ``document-embeddings``, ``triples``,
-    ``prompt``, ``librarian``; producer ``explainability``.  ``stats`` counts requests per
+    ``prompt``, ``librarian``; producers ``explainability`` (explain triples) and ``answers``
+    (``answer-store``, answers for the librarian).  ``stats`` counts requests per
     service (benchmarks report store round trips from it).
     """
 
@@ -92,13 +93,15 @@ class BusPorts:
             if resp.end_of_stream:
                 yield self.outcome_cls(model=resp.model, in_token=resp.in_token, out_token=resp.out_token)
 
-    async def store_answer(self, user: str, document_id: str, text: str, collection: str = "default") -> None:
-        self._count("librarian")
+    async def store_answer(self, user: str, collection: str, document_id: str, text: str, stage_uri: str,
+                           stage_triples: list[Triple]) -> None:
+        """Queue the answer for the librarian, with the explain stage that points at it (stored after it)."""
         meta = DocumentMetadata(id=document_id, time=time.time(), kind="text/plain", title="Answer",
                                 document_type=ANSWER)
-        raise_on_error("librarian", await self.p.client("librarian").request(LibrarianRequest(
-            operation="add-document", user=user, collection=collection, document_id=document_id,
-            document_metadata=meta, content=text.encode("utf-8"))))
+        await self.p.producer("answers").send(StoredAnswer(
+            user=user, collection=collection, metadata=meta, content=text.encode("utf-8"),
+            explain=Triples(metadata=Metadata(id=stage_uri, user=user, collection=collection),
+                            triples=stage_triples)))
 
     async def get_content(self, user: str, document_id: str, collection: str = "default") -> bytes:
         self._count("librarian")

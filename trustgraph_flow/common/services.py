@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from trustgraph_base.processor.specs import ConsumerSpec, RequestResponseSpec
+from trustgraph_base.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 from trustgraph_base.pubsub.topics import flow_queue, notify_queue, request_queue, response_queue
 from trustgraph_base.schema import (
     AgentRequest, AgentResponse, Chunk, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, DocumentRagQuery,
     DocumentRagResponse, DocumentRef, EmbeddingsRequest, EmbeddingsResponse, EntityContexts, Error,
     GraphEmbeddingsRequest, GraphEmbeddingsResponse, GraphRagQuery, GraphRagResponse, IngestProgress,
-    LibrarianRequest, LibrarianResponse, PromptRequest, PromptResponse, TextCompletionRequest,
+    LibrarianRequest, LibrarianResponse, PromptRequest, StoredAnswer, PromptResponse, TextCompletionRequest,
     TextCompletionResponse, TextPage, TraceAdminRequest, TraceAdminResponse, TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
     TriplesQueryResponse,
 )
@@ -63,6 +63,7 @@ FLOWS: dict[str, type] = {
     "text-pages": TextPage,
     "chunks": Chunk,
     "entity-contexts": EntityContexts,
+    "answer-store": StoredAnswer,
 }
 
 #: Broadcast of ingestion progress (for load progress bars).
@@ -92,9 +93,14 @@ def flow_spec(flow_name: str, flow: str, handler, *, name: str = "input", concur
                         max_redeliveries=max_redeliveries)
 
 
+def flow_producer_spec(name: str, flow_name: str, flow: str) -> ProducerSpec:
+    """A producer named ``name`` that sends to the ``flow_name`` flow (work) queue."""
+    return ProducerSpec(name, flow_queue(flow_name, flow), FLOWS[flow_name])
+
+
 def progress_queue() -> str:
     return notify_queue(INGEST_PROGRESS)
 
 
 __all__ = ["SERVICES", "FLOWS", "INGEST_PROGRESS", "Service", "client_spec", "request_spec", "flow_spec",
-           "progress_queue", "IngestProgress"]
+           "flow_producer_spec", "progress_queue", "IngestProgress"]

@@ -6,7 +6,9 @@ to decode before anything is stored, so a bad file is refused whole), ``add-chil
 (content in bounded pieces, at least one reply even for an empty document),
 ``list-documents``, ``list-children``, ``process-document`` (starts the ingestion pipeline),
 ``remove-document`` (with children, extraction provenance, derived knowledge and vectors; see
-:mod:`.removal`).  Answers of the RAG services are stored here as ``document_type="answer"``.
+:mod:`.removal`).  Answers of the RAG services are stored here as ``document_type="answer"``;
+they arrive on the ``answer-store`` flow queue (:class:`StoredAnswer`), each with the explain
+stage that points at it, which is passed on to the triple store once the answer is stored.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ import logging
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch
 from trustgraph_base.pubsub.topics import flow_queue
-from trustgraph_base.schema import DocumentRef, LibrarianRequest, LibrarianResponse, Metadata
-from trustgraph_base.schema.library import DOCUMENT_TYPES, SOURCE
-from trustgraph_base.store.librarian import open_librarian_store
+from trustgraph_base.schema import DocumentRef, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer
+from trustgraph_base.schema.library import ANSWER, DOCUMENT_TYPES, SOURCE
+from trustgraph_base.store.librarian import DocumentExists, open_librarian_store
 
-from ..common.services import request_spec
+from ..common.services import flow_producer_spec, flow_spec, request_spec
 from ..common.stores import StoreBackedProcessor
 from ..ingest.decoding import DEFAULT_MAX, decode_document, detect_kind, normalize_kind
 from .removal import remove_document_data
@@ -50,6 +52,8 @@ class LibrarianService(StoreBackedProcessor, Processor):
         self.max_document_bytes = max_document_bytes
         self.add(request_spec("librarian", self.flow, self.on_request))
         self.add(ProducerSpec("load", flow_queue("document-load", self.flow), DocumentRef))
+        self.add(flow_spec("answer-store", self.flow, self.on_answer, name="answers"))
+        self.add(flow_producer_spec("explainability", "triples-store", self.flow))
 
     async def on_request(self, req: LibrarianRequest, ctx) -> None:
         handler = self._OPS.get(req.operation)
@@ -57,6 +61,18 @@ class LibrarianService(StoreBackedProcessor, Processor):
             raise ValueError(f"unknown librarian operation {req.operation!r}; expected one of "
                              f"{', '.join(sorted(self._OPS))}")
         await handler(self, req, ctx)
+
+    async def on_answer(self, msg: StoredAnswer, ctx) -> None:
+        """Store an answer, then pass on the explain stage that points at it (a redelivery repeats both)."""
+        meta = msg.metadata
+        if meta is None or not meta.id or meta.document_type != ANSWER:
+            raise ValueError("the answer-store queue takes answers: metadata with an id and document_type 'answer'")
+        try:
+            await asyncio.to_thread(self.store.add_document, msg.user, msg.collection, meta, msg.content)
+        except DocumentExists as e:  # another answer under this id: retrying cannot help, dead-letter it
+            raise ValueError(str(e)) from None
+        if msg.explain is not None:
+            await self.producer("explainability").send(msg.explain)
 
     def _meta(self, req: LibrarianRequest):
         meta = req.document_metadata

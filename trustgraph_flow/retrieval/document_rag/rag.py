@@ -3,7 +3,8 @@
 Order on the response stream: explain(question) -> explain(exploration: the chunks used, by
 their extraction-provenance URIs) -> chunk... -> explain(synthesis: the answer text and its
 librarian copy) -> final ``end_of_session=True``.  Errors end the session too, and the trace
-records how far the query got.
+records how far the query got.  The librarian copy and the Synthesis travel in one queued
+message: the librarian stores the copy, then passes the Synthesis on to the triple store.
 """
 
 from __future__ import annotations
@@ -51,13 +52,17 @@ class DocumentRag:
         usage = PromptOutcome()
         writes = BackgroundWrites()  # explain triples on their way to storage
 
-        async def explain_stage(uri: str, triples: list[Triple]) -> None:
+        async def explain_stage(uri: str, triples: list[Triple], answer: tuple[str, str] | None = None) -> None:
+            """Send a stage to the client and to storage; ``answer`` = (document URI, text) it points at."""
             if not explain:
                 return
             msg = DocumentRagResponse(message_type="explain", explain_id=uri, explain_collection=collection,
                                       explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
             # To storage and to the client at once; the final message waits for the storage writes.
-            writes.start(uri, lambda: self.ports.store_explain(req.user, collection, uri, triples))
+            if answer is None:
+                writes.start(uri, lambda: self.ports.store_explain(req.user, collection, uri, triples))
+            else:  # the librarian stores the answer, then the stage: never a Synthesis without its answer
+                writes.start(uri, lambda: self.ports.store_answer(req.user, collection, *answer, uri, triples))
             await emit(msg)
 
         try:
@@ -96,10 +101,10 @@ class DocumentRag:
                                            end_of_stream=True))
             if explain:
                 doc_uri = uris.docrag_answer_uri(session)
-                await self.ports.store_answer(req.user, doc_uri, text, collection=collection)
                 syn_uri = uris.docrag_synthesis_uri(session)
                 await explain_stage(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
-                                                                      llm_model=usage.model))
+                                                                      llm_model=usage.model),
+                                    answer=(doc_uri, text))
                 await writes.wait()  # end_of_session means: the whole trace is on its way to storage
             sources = {}
             for m in matches:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from trustgraph_base.processor import Processor, ProducerSpec, launch
-from trustgraph_base.pubsub.topics import flow_queue
-from trustgraph_base.schema import DocumentRagQuery, Triples
+from trustgraph_base.processor import Processor, launch
+from trustgraph_base.schema import DocumentRagQuery
 
 from ...common.ports import BusPorts
-from ...common.services import client_spec, request_spec
+from ...common.services import client_spec, flow_producer_spec, request_spec
 from ..graph_rag.rag import PromptOutcome
 from .rag import DocumentRag, DocumentRagSettings
 
@@ -23,7 +22,8 @@ class DocumentRagService(Processor):
                  client_timeouts: dict[str, float] | None = None, **params):
         super().__init__(**params)
         self.add(request_spec("document-rag", self.flow, self.on_request))
-        self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
+        self.add(flow_producer_spec("explainability", "triples-store", self.flow))
+        self.add(flow_producer_spec("answers", "answer-store", self.flow))
         for service in ("embeddings", "document-embeddings", "prompt", "librarian"):
             self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
         self.ports = BusPorts(self, PromptOutcome)

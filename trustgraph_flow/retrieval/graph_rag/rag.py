@@ -5,8 +5,12 @@ Stages and what the client sees, in order (DESIGN.md 4)::
     explain(question) -> explain(exploration) -> explain(focus) -> chunk... -> explain(synthesis) -> final
 
 Each explain message is emitted the moment its stage is done, and the same triples go to
-the explainability store.  Round trips per query: question embedding, entity search, one
-batched request per hop, one for labels, one for source chains (run alongside synthesis).
+the explainability store.  The answer and the Synthesis that points at it go to the librarian
+in one queued message; the librarian stores the answer first and then passes the Synthesis on
+to the triple store, so a stored trace never names an answer that is not stored.  No request
+waits for either: ``end_of_session`` means the broker has accepted every stage.  Round trips
+per query: question embedding, entity search, one batched request per hop, one for labels,
+the edge selection, and the source chains (run alongside synthesis).
 On failure the trace ends with an Error entity derived from the last completed stage, and the
 client gets an error message with ``end_of_session=True``.
 """
@@ -77,7 +81,10 @@ class GraphRagPorts(Protocol):
         """Yield text pieces, then one final :class:`PromptOutcome` with usage and model."""
         ...
 
-    async def store_answer(self, user: str, document_id: str, text: str, collection: str = "default") -> None: ...
+    async def store_answer(self, user: str, collection: str, document_id: str, text: str, stage_uri: str,
+                           stage_triples: list[Triple]) -> None:
+        """Queue ``text`` for the librarian; the stage that points at it is stored only after it."""
+        ...
 
     async def store_explain(self, user: str, collection: str, stage_uri: str, triples: list[Triple]) -> None: ...
 
@@ -146,13 +153,19 @@ class _Run:
         self.writes = BackgroundWrites()  # explain triples on their way to storage
 
     # ------------------------------------------------------------ explain plumbing
-    async def _explain(self, uri: str, triples: list[Triple], **extra: Any) -> None:
+    async def _explain(self, uri: str, triples: list[Triple], *, answer: tuple[str, str] | None = None,
+                       **extra: Any) -> None:
+        """Send a stage to the client and to storage; ``answer`` = (document URI, text) it points at."""
         if not self.explain:
             return
         msg = GraphRagResponse(message_type="explain", explain_id=uri, explain_collection=self.collection,
                                explain_graph=GRAPH_RETRIEVAL, explain_triples=triples, **extra)
         # To storage and to the client at once; the final message waits for the storage writes.
-        self.writes.start(uri, lambda: self.ports.store_explain(self.req.user, self.collection, uri, triples))
+        user, collection = self.req.user, self.collection
+        if answer is None:
+            self.writes.start(uri, lambda: self.ports.store_explain(user, collection, uri, triples))
+        else:  # the librarian stores the answer, then the stage: never a Synthesis without its answer
+            self.writes.start(uri, lambda: self.ports.store_answer(user, collection, *answer, uri, triples))
         await self.emit(msg)
 
     def _usage(self, outcome: PromptOutcome) -> None:
@@ -268,10 +281,9 @@ class _Run:
             await self.emit(GraphRagResponse(message_type="chunk", response="", end_of_stream=True))
         if self.explain:
             doc_uri = uris.answer_document_uri(self.session)
-            await self.ports.store_answer(req.user, doc_uri, text, collection=self.collection)
             syn_uri = uris.synthesis_uri(self.session)
             await self._explain(syn_uri, synthesis_triples(syn_uri, uris.focus_uri(self.session), doc_uri,
-                                                           llm_model=self.model))
+                                                           llm_model=self.model), answer=(doc_uri, text))
             await self.writes.wait()  # end_of_session means: the whole trace is on its way to storage
         await self.emit(GraphRagResponse(message_type="chunk", end_of_session=True, in_token=self.in_token,
                                          out_token=self.out_token, model=self.model,

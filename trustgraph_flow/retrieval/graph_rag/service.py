@@ -3,19 +3,20 @@
 Consumes ``GraphRagQuery`` on ``request:tg:graph-rag:<flow>`` and streams
 ``GraphRagResponse`` messages (explain events, answer chunks, a final message).  Explain
 triples also go to the ``explainability`` producer (the ``triples-store`` flow queue), in the
-request's user and collection unless ``--explain-collection`` redirects them.
+request's user and collection unless ``--explain-collection`` redirects them; the answer goes
+to the librarian on the ``answers`` producer (the ``answer-store`` flow queue), together with
+the Synthesis stage, which the librarian stores after the answer.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from trustgraph_base.processor import Processor, ProducerSpec, launch
-from trustgraph_base.pubsub.topics import flow_queue
-from trustgraph_base.schema import GraphRagQuery, Triples
+from trustgraph_base.processor import Processor, launch
+from trustgraph_base.schema import GraphRagQuery
 
 from ...common.ports import BusPorts
-from ...common.services import client_spec, request_spec
+from ...common.services import client_spec, flow_producer_spec, request_spec
 from .rag import GraphRag, GraphRagSettings, PromptOutcome
 
 
@@ -29,8 +30,9 @@ class GraphRagService(Processor):
                  client_timeouts: dict[str, float] | None = None, **params):
         super().__init__(**params)
         self.add(request_spec("graph-rag", self.flow, self.on_request))
-        self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
-        for service in ("embeddings", "graph-embeddings", "triples", "prompt", "librarian"):
+        self.add(flow_producer_spec("explainability", "triples-store", self.flow))
+        self.add(flow_producer_spec("answers", "answer-store", self.flow))
+        for service in ("embeddings", "graph-embeddings", "triples", "prompt"):
             self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
         self.ports = BusPorts(self, PromptOutcome)
         self.rag = GraphRag(self.ports, GraphRagSettings(entity_limit, triple_limit, max_subgraph_size,
