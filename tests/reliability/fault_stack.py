@@ -157,11 +157,12 @@ class FaultStack:
 
         return CassandraConfig(hosts=(self.pair.cassandra_host,), port=self.pair.cassandra_port)
 
-    def backend(self, nack_delay: float = 0.5):
+    def backend(self, nack_delay: float = 0.5, connect_timeout: float = 10.0):
         """A Pulsar backend for this process's clients."""
         from trustgraph_base.pubsub import open_backend
 
-        return open_backend("pulsar", url=self.pair.pulsar_url, admin_url=self.pair.admin_url, nack_delay=nack_delay)
+        return open_backend("pulsar", url=self.pair.pulsar_url, admin_url=self.pair.admin_url, nack_delay=nack_delay,
+                            connect_timeout=connect_timeout)
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -266,7 +267,10 @@ class FaultStack:
         from trustgraph_cli.load import load_documents
         from trustgraph_flow.embedded import INGEST, start_embedded
 
-        stack = await start_embedded(only=tuple(dict.fromkeys(INGEST)), llm="extractive", backend=self.backend(),
+        # A new flow's first subscriptions create its topics (ledgers); once in CI that took over 10 s
+        # on the private pair, with the shared servers and a whole test run on the same 2 cores.
+        stack = await start_embedded(only=tuple(dict.fromkeys(INGEST)), llm="extractive",
+                                     backend=self.backend(connect_timeout=30.0),
                                      flow=f"ingest{uuid.uuid4().hex[:8]}", store="cassandra",
                                      store_options={"config": self.cassandra_config()})
         try:
