@@ -11,8 +11,9 @@ documents.
 
 ``--quick`` uses 10,000 vectors, 200 queries (after 200 warm-up searches instead of 1,500) and
 10 documents.  ``clustered`` data (default) is unit vectors around N/100 random centres, like
-real embeddings; ``random`` is uniform on the sphere, the worst case for every ANN graph.  Cassandra runs when ``CASSANDRA_HOST`` (or
-``--cassandra-host``) is set; its keyspace is dropped afterwards.
+real embeddings; ``random`` is uniform on the sphere, the worst case for every ANN graph.
+Cassandra runs when ``CASSANDRA_HOST`` (or ``--cassandra-host``) is set; its keyspace is
+dropped afterwards.
 """
 
 from __future__ import annotations

@@ -21,14 +21,13 @@ import pytest
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import synthesis_triples
-from trustgraph_base.provenance.walk import collect_trace
 from trustgraph_base.rdf.validation import validate_trace
-from trustgraph_base.schema import DocumentMetadata, GraphRagQuery, Metadata, StoredAnswer, TriplePattern, Triples, iri
+from trustgraph_base.schema import DocumentMetadata, GraphRagQuery, StoredAnswer, TriplePattern, iri
 from trustgraph_base.schema.library import ANSWER, SOURCE
 from trustgraph_base.store.errors import NotFound, StoreUnavailable
 from trustgraph_flow.embedded import SERVICES as QUERY_STACK
 
-from test_graph_rag_service import polonium_script
+from test_graph_rag_service import polonium_script, stored_trace
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -38,16 +37,6 @@ def stores(stack):
     triples = next(s for s in stack.stores if hasattr(s, "list_traces"))
     librarian = next(s for s in stack.stores if hasattr(s, "stream_content"))
     return triples, librarian
-
-
-async def trace_of(stack, deployment, uri: str):
-    triples, _ = stores(stack)
-
-    async def q(patterns):
-        return [t for r in await asyncio.to_thread(triples.query_many, deployment.user, deployment.collection,
-                                                   patterns) for t in r]
-
-    return await collect_trace(q, uri)
 
 
 def answer_text(stack, deployment, doc_uri: str) -> str | None:
@@ -130,7 +119,7 @@ async def test_the_synthesis_is_stored_only_after_its_answer(deployment, llm_ser
 
 
 async def _stored_with(stack, deployment, q_uri: str, stage_type: str):
-    trace = await trace_of(stack, deployment, q_uri)
+    trace = await stored_trace(stack, deployment, q_uri)
     return trace if stage_type in stage_types(trace) else None
 
 
@@ -142,8 +131,7 @@ def stored_answer(deployment, session: str, text: str, *, document_type: str = A
     return StoredAnswer(
         user=user, collection=deployment.collection, content=text.encode("utf-8"),
         metadata=DocumentMetadata(id=doc_uri, time=time.time(), title="Answer", document_type=document_type),
-        explain=Triples(metadata=Metadata(id=syn_uri, user=user, collection=deployment.collection),
-                        triples=synthesis_triples(syn_uri, uris.focus_uri(session), doc_uri)))
+        explain_id=syn_uri, explain_triples=synthesis_triples(syn_uri, uris.focus_uri(session), doc_uri))
 
 
 async def test_a_redelivered_answer_is_stored_once(deployment):
@@ -164,7 +152,7 @@ async def test_a_redelivered_answer_is_stored_once(deployment):
                             what="the Synthesis stage")
         await stack.wait_idle()
         found = triples.query(deployment.user, deployment.collection, TriplePattern(s=syn, g=ns.GRAPH_RETRIEVAL))
-        assert len(found) == len(msg.explain.triples)  # no duplicate rows
+        assert len(found) == len(msg.explain_triples)  # no duplicate rows
         answers = [d for d in librarian.list_documents(deployment.user, deployment.collection, ANSWER, 10_000)
                    if d.id == msg.metadata.id]
         assert len(answers) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .primitives import Error, Triple, Triples
+from .primitives import Error, Triple
 
 #: ``document_type`` values.
 SOURCE = "source"
@@ -69,13 +69,15 @@ class StoredAnswer:
     """An answer of a RAG service for the librarian, sent on the ``answer-store`` flow queue.
 
     A flow message, not a request: the query waits only for the broker to accept it, not for
-    the store.  ``explain`` carries the explain stage that points at the answer (the Synthesis);
-    the librarian passes it on to the triples store only after the answer is stored, so on any
-    bus a stored trace never claims an answer the librarian does not have.
+    the store.  ``explain_id`` / ``explain_triples`` are the explain stage that points at the
+    answer (the Synthesis); the librarian stores them in the same user and collection, and only
+    after the answer, so on any bus a stored trace never claims an answer the librarian does
+    not have.
     """
 
     user: str = "trustgraph"
     collection: str = "default"
     metadata: DocumentMetadata | None = None
     content: bytes = b""
-    explain: Triples | None = None
+    explain_id: str = ""
+    explain_triples: list[Triple] = field(default_factory=list)

@@ -100,8 +100,7 @@ class BusPorts:
                                 document_type=ANSWER)
         await self.p.producer("answers").send(StoredAnswer(
             user=user, collection=collection, metadata=meta, content=text.encode("utf-8"),
-            explain=Triples(metadata=Metadata(id=stage_uri, user=user, collection=collection),
-                            triples=stage_triples)))
+            explain_id=stage_uri, explain_triples=stage_triples))
 
     async def get_content(self, user: str, document_id: str, collection: str = "default") -> bytes:
         self._count("librarian")

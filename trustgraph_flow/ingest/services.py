@@ -26,7 +26,6 @@ from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import (
     activity_triples, chunk_triples, document_triples, page_triples, subgraph_triples,
 )
-from trustgraph_base.pubsub.topics import flow_queue
 from trustgraph_base.schema import (
     Chunk, DocumentMetadata, DocumentRef, EntityContexts, IngestProgress, LibrarianRequest, Metadata,
     PromptRequest, TextPage, Triples,
@@ -34,7 +33,7 @@ from trustgraph_base.schema import (
 from trustgraph_base.schema.library import CHUNK, PAGE
 
 from ..common.ports import prompt_terms
-from ..common.services import FLOWS, client_spec, flow_spec, progress_queue
+from ..common.services import client_spec, flow_producer_spec, flow_spec, progress_queue
 from .chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, check_chunk_options, chunk_text
 from .decoding import decode_document
 from .extraction import (
@@ -50,7 +49,7 @@ class _Stage(Processor):
     def __init__(self, **params):
         super().__init__(**params)
         self.add(client_spec("librarian", self.flow))
-        self.add(ProducerSpec("triples", flow_queue("triples-store", self.flow), Triples))
+        self.add(flow_producer_spec("triples", "triples-store", self.flow))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
 
     async def librarian(self, **fields) -> object:
@@ -76,7 +75,7 @@ class DecoderService(_Stage):
     def __init__(self, **params):
         super().__init__(**params)
         self.add(flow_spec("document-load", self.flow, self.on_document))
-        self.add(ProducerSpec("pages", flow_queue("text-pages", self.flow), FLOWS["text-pages"]))
+        self.add(flow_producer_spec("pages", "text-pages", self.flow))
 
     async def on_document(self, msg: DocumentRef, ctx) -> None:
         meta = msg.metadata
@@ -121,7 +120,7 @@ class ChunkerService(_Stage):
         check_chunk_options(chunk_size, chunk_overlap)
         self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
         self.add(flow_spec("text-pages", self.flow, self.on_page))
-        self.add(ProducerSpec("chunks", flow_queue("chunks", self.flow), FLOWS["chunks"]))
+        self.add(flow_producer_spec("chunks", "chunks", self.flow))
 
     async def on_page(self, msg: TextPage, ctx) -> None:
         meta = msg.metadata
@@ -174,7 +173,7 @@ class KgExtractService(_Stage):
             raise ValueError(f"unknown extractor {extractor!r}: use pattern or llm")
         self.extractor = extractor
         self.add(flow_spec("chunks", self.flow, self.on_chunk))
-        self.add(ProducerSpec("entities", flow_queue("entity-contexts", self.flow), EntityContexts))
+        self.add(flow_producer_spec("entities", "entity-contexts", self.flow))
         if extractor == "llm":
             self.add(client_spec("prompt", self.flow))
 

@@ -17,9 +17,10 @@ import argparse
 import asyncio
 import logging
 
-from trustgraph_base.processor import Processor, ProducerSpec, launch
-from trustgraph_base.pubsub.topics import flow_queue
-from trustgraph_base.schema import DocumentRef, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer
+from trustgraph_base.processor import Processor, launch
+from trustgraph_base.schema import (
+    DocumentRef, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer, Triples,
+)
 from trustgraph_base.schema.library import ANSWER, DOCUMENT_TYPES, SOURCE
 from trustgraph_base.store.librarian import DocumentExists, open_librarian_store
 
@@ -51,7 +52,7 @@ class LibrarianService(StoreBackedProcessor, Processor):
         self.graph_index = self.use_store(graph_index, open_vector_index, kind="graph")
         self.max_document_bytes = max_document_bytes
         self.add(request_spec("librarian", self.flow, self.on_request))
-        self.add(ProducerSpec("load", flow_queue("document-load", self.flow), DocumentRef))
+        self.add(flow_producer_spec("load", "document-load", self.flow))
         self.add(flow_spec("answer-store", self.flow, self.on_answer, name="answers"))
         self.add(flow_producer_spec("explainability", "triples-store", self.flow))
 
@@ -71,8 +72,10 @@ class LibrarianService(StoreBackedProcessor, Processor):
             await asyncio.to_thread(self.store.add_document, msg.user, msg.collection, meta, msg.content)
         except DocumentExists as e:  # another answer under this id: retrying cannot help, dead-letter it
             raise ValueError(str(e)) from None
-        if msg.explain is not None:
-            await self.producer("explainability").send(msg.explain)
+        if msg.explain_triples:
+            await self.producer("explainability").send(Triples(
+                metadata=Metadata(id=msg.explain_id, user=msg.user, collection=msg.collection),
+                triples=msg.explain_triples))
 
     def _meta(self, req: LibrarianRequest):
         meta = req.document_metadata

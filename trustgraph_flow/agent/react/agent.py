@@ -22,7 +22,7 @@ from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
 from trustgraph_base.store.triples import check_names
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
 
-from ...common.background_writes import BackgroundWrites
+from ...common.background_writes import BackgroundWrites, stage_write
 from .parser import FinalAnswer, ReactParseError, parse_react
 from .tools import DEFAULT_TOOLS, Tool
 
@@ -78,7 +78,7 @@ class ReactAgent:
             msg = AgentResponse(message_type="explain", explain_id=uri, explain_collection=collection,
                                 explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
             # To storage and to the client at once; the end of the dialog waits for the storage writes.
-            writes.start(uri, lambda: self.ports.store_explain(req.user, collection, uri, triples))
+            writes.start(uri, stage_write(self.ports, req.user, collection, uri, triples))
             await emit(msg)
 
         async def forward_sub_explain(uri: str, triples: list[Triple]) -> None:

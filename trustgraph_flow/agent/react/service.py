@@ -6,14 +6,13 @@ import argparse
 import logging
 import os
 
-from trustgraph_base.processor import Processor, ProducerSpec, ServiceError, launch, raise_on_error
-from trustgraph_base.pubsub.topics import flow_queue
+from trustgraph_base.processor import Processor, ServiceError, launch, raise_on_error
 from trustgraph_base.schema import (
-    AgentRequest, DocumentRagQuery, GraphRagQuery, TextCompletionRequest, Triples,
+    AgentRequest, DocumentRagQuery, GraphRagQuery, TextCompletionRequest,
 )
 
 from ...common.ports import BusPorts
-from ...common.services import client_spec, request_spec
+from ...common.services import client_spec, flow_producer_spec, request_spec
 from ...retrieval.graph_rag.rag import PromptOutcome
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
@@ -71,7 +70,7 @@ class AgentService(Processor):
             # Without a language model a text-completion tool can only fail: do not offer it.
             configured = tuple(t for t in DEFAULT_TOOLS if t.kind != "text-completion")
         self.add(request_spec("agent", self.flow, self.on_request))
-        self.add(ProducerSpec("explainability", flow_queue("triples-store", self.flow), Triples))
+        self.add(flow_producer_spec("explainability", "triples-store", self.flow))
         kinds = {t.kind for t in configured}
         self.add(client_spec("prompt", self.flow))
         for kind in ("graph-rag", "document-rag", "text-completion"):

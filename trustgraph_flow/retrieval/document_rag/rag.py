@@ -21,7 +21,7 @@ from trustgraph_base.provenance.triples import (
 )
 from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error, Source, Triple
 
-from ...common.background_writes import BackgroundWrites
+from ...common.background_writes import BackgroundWrites, stage_write
 from ..graph_rag.rag import MAX_QUERY_CHARS, PromptOutcome
 
 log = logging.getLogger(__name__)
@@ -59,10 +59,7 @@ class DocumentRag:
             msg = DocumentRagResponse(message_type="explain", explain_id=uri, explain_collection=collection,
                                       explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
             # To storage and to the client at once; the final message waits for the storage writes.
-            if answer is None:
-                writes.start(uri, lambda: self.ports.store_explain(req.user, collection, uri, triples))
-            else:  # the librarian stores the answer, then the stage: never a Synthesis without its answer
-                writes.start(uri, lambda: self.ports.store_answer(req.user, collection, *answer, uri, triples))
+            writes.start(uri, stage_write(self.ports, req.user, collection, uri, triples, answer))
             await emit(msg)
 
         try:

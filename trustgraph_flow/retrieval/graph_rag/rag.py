@@ -33,7 +33,7 @@ from trustgraph_base.schema import (
     EdgeSource, EntityMatch, Error, GraphRagQuery, GraphRagResponse, Term, Triple, TriplePattern,
 )
 
-from ...common.background_writes import BackgroundWrites
+from ...common.background_writes import BackgroundWrites, stage_write
 from .labels import get_labelgraph, term_label
 from .selection import SelectionResult, resolve_selection
 from .sources import (
@@ -161,11 +161,7 @@ class _Run:
         msg = GraphRagResponse(message_type="explain", explain_id=uri, explain_collection=self.collection,
                                explain_graph=GRAPH_RETRIEVAL, explain_triples=triples, **extra)
         # To storage and to the client at once; the final message waits for the storage writes.
-        user, collection = self.req.user, self.collection
-        if answer is None:
-            self.writes.start(uri, lambda: self.ports.store_explain(user, collection, uri, triples))
-        else:  # the librarian stores the answer, then the stage: never a Synthesis without its answer
-            self.writes.start(uri, lambda: self.ports.store_answer(user, collection, *answer, uri, triples))
+        self.writes.start(uri, stage_write(self.ports, self.req.user, self.collection, uri, triples, answer))
         await self.emit(msg)
 
     def _usage(self, outcome: PromptOutcome) -> None:
