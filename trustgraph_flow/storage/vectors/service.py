@@ -18,10 +18,10 @@ import asyncio
 from dataclasses import dataclass
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
-from trustgraph_base.processor.base import is_transient
 from trustgraph_base.schema import Chunk, EmbeddingsRequest, EntityContexts, IngestProgress
 from trustgraph_base.store.vectors import VectorItem, open_vector_index
 
+from ...common.batching import Batcher
 from ...common.services import client_spec, flow_spec, progress_queue
 from ...common.stores import StoreBackedProcessor
 
@@ -38,15 +38,6 @@ class _Job:
     user: str
     collection: str
     items: list[tuple[str, str, str, str]]
-    done: asyncio.Future
-
-
-def _settle(future: asyncio.Future, error: BaseException | None = None) -> None:
-    if not future.done():
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)
 
 
 class _VectorWriter(StoreBackedProcessor, Processor):
@@ -65,8 +56,8 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         self.index = self.use_store(vector_index, open_vector_index, kind=self.kind)
         self.add(client_spec("embeddings", self.flow))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
-        self._pending: list[_Job] = []
-        self._drainer: asyncio.Task | None = None
+        self._batcher = Batcher(self._embed_and_store, size=lambda job: len(job.items), max_size=max_batch_texts,
+                                name=f"{self.id}-batches")
 
     async def embed(self, texts: list[str]) -> tuple[list[list[float]], str]:
         resp = raise_on_error("embeddings", await self.client("embeddings").request(EmbeddingsRequest(texts=texts)))
@@ -85,45 +76,8 @@ class _VectorWriter(StoreBackedProcessor, Processor):
 
         Returns once these items are in the index; raises what made that impossible.
         """
-        if not items:
-            return
-        job = _Job(user, collection, items, asyncio.get_running_loop().create_future())
-        self._pending.append(job)
-        if self._drainer is None or self._drainer.done():
-            self._drainer = asyncio.create_task(self._drain(), name=f"{self.id}-batches")
-        await asyncio.shield(job.done)
-
-    async def _drain(self) -> None:
-        """Send what is pending as batches, one at a time, until nothing is left."""
-        await asyncio.sleep(0)  # let the handlers started in this loop turn join the first batch
-        while self._pending:
-            batch, texts = [], 0
-            while self._pending and (not batch or texts + len(self._pending[0].items) <= self.max_batch_texts):
-                job = self._pending.pop(0)
-                batch.append(job)
-                texts += len(job.items)
-            try:
-                await self._run_batch(batch)
-            except asyncio.CancelledError:
-                for job in batch + self._pending:
-                    job.done.cancel()
-                self._pending.clear()
-                raise
-            except Exception as e:  # noqa: BLE001 - reported to every handler of the batch
-                for job in batch:
-                    _settle(job.done, e)
-
-    async def _run_batch(self, batch: list[_Job]) -> None:
-        try:
-            await self._embed_and_store(batch)
-        except Exception as e:
-            if len(batch) == 1 or is_transient(e):
-                raise
-            for job in batch:  # find the message that fails, and let the others through
-                try:
-                    await self._embed_and_store([job])
-                except Exception as one:  # noqa: BLE001 - reported to that message's handler
-                    _settle(job.done, one)
+        if items:
+            await self._batcher.submit(_Job(user, collection, items))
 
     async def _embed_and_store(self, batch: list[_Job]) -> None:
         texts = list(dict.fromkeys(text for job in batch for _id, text, _label, _doc in job.items))
@@ -135,8 +89,6 @@ class _VectorWriter(StoreBackedProcessor, Processor):
                 VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc)
                 for i, text, label, doc in job.items)
         await asyncio.to_thread(self._upsert_groups, model, groups)
-        for job in batch:
-            _settle(job.done)
 
     def _upsert_groups(self, model: str, groups: dict[tuple[str, str], list[VectorItem]]) -> None:
         for (user, collection), items in groups.items():

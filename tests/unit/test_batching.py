@@ -1,0 +1,96 @@
+"""Batcher: coalescing within the linger, size bounds, a bad item refused alone, outages reported to all."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from trustgraph_base.store.errors import StoreUnavailable
+from trustgraph_flow.common.batching import Batcher
+
+
+class Recorder:
+    """A ``run`` that records its batches and fails on items named ``bad`` (or on everything when down)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.down = False
+
+    async def __call__(self, batch: list[str]) -> None:
+        self.batches.append(list(batch))
+        await asyncio.sleep(0.01)
+        if self.down:
+            raise StoreUnavailable("store down")
+        if "bad" in batch:
+            raise ValueError("bad item")
+
+
+async def test_items_submitted_within_the_linger_share_one_batch():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=0.05)
+
+    async def late(item: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await batcher.submit(item)
+
+    await asyncio.gather(batcher.submit("a"), late("b", 0.01), late("c", 0.02))
+    assert run.batches == [["a", "b", "c"]]
+
+
+async def test_without_linger_items_arriving_during_a_write_form_the_next_batch():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100)
+
+    async def late(item: str) -> None:
+        await asyncio.sleep(0.005)  # while ["a"] is being written
+        await batcher.submit(item)
+
+    await asyncio.gather(batcher.submit("a"), late("b"), late("c"))
+    assert run.batches == [["a"], ["b", "c"]]
+
+
+async def test_batches_stay_under_max_size_and_a_big_item_goes_alone():
+    run = Recorder()
+    batcher = Batcher(run, size=len, max_size=4)
+    await asyncio.gather(*(batcher.submit(item) for item in ("aa", "bb", "c", "dddddd", "e")))
+    assert run.batches == [["aa", "bb"], ["c"], ["dddddd"], ["e"]]
+
+
+async def test_a_bad_item_is_refused_alone_and_its_neighbours_are_stored():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100)
+    results = await asyncio.gather(*(batcher.submit(item) for item in ("a", "bad", "c")), return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], ValueError)
+    assert run.batches == [["a", "bad", "c"], ["a"], ["bad"], ["c"]]
+
+
+async def test_an_outage_fails_every_item_of_the_batch_without_retrying_them_one_by_one():
+    run = Recorder()
+    run.down = True
+    batcher = Batcher(run, size=lambda item: 1, max_size=100)
+    results = await asyncio.gather(*(batcher.submit(item) for item in ("a", "b")), return_exceptions=True)
+    assert all(isinstance(r, StoreUnavailable) for r in results)
+    assert run.batches == [["a", "b"]]
+    run.down = False
+    await batcher.submit("a")  # the batcher keeps working after a failed batch
+    assert run.batches[-1] == ["a"]
+
+
+async def test_a_cancelled_handler_does_not_cancel_the_write_of_its_batch():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=0.02)
+    waiting = asyncio.create_task(batcher.submit("a"))
+    other = asyncio.create_task(batcher.submit("b"))
+    await asyncio.sleep(0.005)
+    waiting.cancel()
+    await other
+    assert run.batches == [["a", "b"]]
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError):
+        Batcher(Recorder(), size=len, max_size=0)
+    with pytest.raises(ValueError):
+        Batcher(Recorder(), size=len, max_size=10, linger=-1)

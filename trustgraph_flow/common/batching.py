@@ -1,0 +1,107 @@
+"""Coalesce the messages that concurrent handlers are processing into batches of store writes.
+
+A writer service runs many handlers at once (one per message in flight).  Each handler
+hands its work to a :class:`Batcher` and waits; one drain task runs the pending work in
+batches, one batch at a time, so the store sees one call per batch instead of one per message
+and never more than one call at a time from this batcher.  Every handler still returns only
+once its own work is done (the message is acknowledged after that), and raises what prevented
+it, so at-least-once delivery is unchanged.
+
+When a batch fails for a reason that is not transient (a store outage is transient: every
+message of the batch would fail alike), its items are run one by one so that a bad message is
+refused alone and its neighbours are stored.
+
+``linger`` is how long the first item of an idle batcher waits for company, like a Kafka
+producer's ``linger.ms``: small messages that arrive within it share one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, Generic, TypeVar
+
+from trustgraph_base.processor.base import is_transient
+
+T = TypeVar("T")
+
+__all__ = ["Batcher"]
+
+
+class Batcher(Generic[T]):
+    """Runs submitted items in batches of at most ``max_size`` (an item bigger than that goes alone).
+
+    :param run: stores one batch; raises if any item of it could not be stored.
+    :param size: the size of an item (e.g. its number of triples).
+    :param max_size: most total size in one batch.
+    :param linger: seconds the first item of a new batch waits for others (0: none).
+    :param name: names the drain task (shows in task dumps).
+    """
+
+    def __init__(self, run: Callable[[list[T]], Awaitable[None]], *, size: Callable[[T], int], max_size: int,
+                 linger: float = 0.0, name: str = "batcher") -> None:
+        if max_size < 1 or linger < 0:
+            raise ValueError("max_size must be >= 1 and linger >= 0")
+        self._run = run
+        self._size = size
+        self.max_size = max_size
+        self.linger = linger
+        self._name = name
+        self._pending: list[tuple[T, asyncio.Future]] = []
+        self._drainer: asyncio.Task | None = None
+
+    async def submit(self, item: T) -> None:
+        """Return once ``item`` is stored; raise what prevented that."""
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((item, done))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain(), name=self._name)
+        await asyncio.shield(done)
+
+    async def _drain(self) -> None:
+        """Run what is pending, batch after batch, until nothing is left."""
+        # let the handlers started in this loop turn (or within the linger) join the first batch
+        await asyncio.sleep(self.linger)
+        while self._pending:
+            batch, total = [], 0
+            while self._pending and (not batch or total + self._size(self._pending[0][0]) <= self.max_size):
+                entry = self._pending.pop(0)
+                batch.append(entry)
+                total += self._size(entry[0])
+            try:
+                await self._run_batch(batch)
+            except asyncio.CancelledError:
+                for _, done in batch + self._pending:
+                    done.cancel()
+                self._pending.clear()
+                raise
+
+    async def _run_batch(self, batch: list[tuple[T, asyncio.Future]]) -> None:
+        try:
+            await self._run([item for item, _ in batch])
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported to the handlers below
+            if len(batch) == 1 or is_transient(e):
+                for _, done in batch:
+                    _settle(done, e)
+                return
+            for item, done in batch:  # find the item that fails, and let the others through
+                try:
+                    await self._run([item])
+                except asyncio.CancelledError:
+                    raise
+                except Exception as one:  # noqa: BLE001 - reported to that item's handler
+                    _settle(done, one)
+                else:
+                    _settle(done)
+            return
+        for _, done in batch:
+            _settle(done)
+
+
+def _settle(future: asyncio.Future, error: BaseException | None = None) -> None:
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
