@@ -664,6 +664,31 @@ def test_cassandra_unreachable_at_start_raises_store_unavailable(cassandra_servi
 
 
 @pytest.mark.integration
+def test_cassandra_batches_fit_the_server_thresholds_and_never_draw_its_size_warning(
+        cassandra_service, _keyspaces_to_drop, caplog):
+    """Batches are sized from the server's own thresholds (read at connect), and a bulk insert of
+    big and small rows never makes the server warn that a batch is too large."""
+    from trustgraph_base.store.cassandra.connection import CassandraConfig, parse_size
+
+    store = open_triples_store("cassandra", config=CassandraConfig(hosts=(cassandra_service.host,),
+                                                                     port=cassandra_service.port))
+    settings = {r.name: parse_size(r.value) for r in store._session.execute(
+        "SELECT name, value FROM system_views.settings WHERE name IN "
+        "('batch_size_warn_threshold', 'batch_size_fail_threshold')")}
+    assert 1024 <= store.batch_bytes <= settings["batch_size_warn_threshold"]
+    assert store.batch_bytes <= settings["batch_size_fail_threshold"] // 2
+    user = f"batch{uuid.uuid4().hex[:10]}"
+    _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
+    triples = [Triple(iri(f"{EX}e/{i}"), iri(f"{EX}p/{i % 7}"), literal(("x" * (i % 250)) + str(i)), G1 if i % 3 else "")
+               for i in range(6000)]
+    with caplog.at_level("WARNING", logger="cassandra"):
+        assert store.insert(user, "c", triples) == 6000
+    size_warnings = [r.getMessage() for r in caplog.records if "threshold" in r.getMessage()]
+    assert size_warnings == []
+    assert store.count(user, "c", TriplePattern()) == 6000
+
+
+@pytest.mark.integration
 def test_cassandra_keyspace_per_user_with_configured_replication(cassandra_service, _keyspaces_to_drop):
     from trustgraph_base.store.cassandra.connection import CassandraConfig
 
