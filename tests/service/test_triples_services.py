@@ -4,6 +4,7 @@ trace listing with a cursor, bad input answered with errors, bad batches dead-le
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 
 import pytest
@@ -146,23 +147,34 @@ async def test_a_bad_batch_is_dead_lettered_whole(deployment):
         await stack.stop()
 
 
-async def test_small_batches_arriving_together_share_writes_and_a_bad_one_is_refused_alone(deployment):
-    """triples-write coalesces the messages it handles at once (one insert per batch, not per
-    message); a bad message among them is dead-lettered alone and its neighbours are stored."""
-    user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
+@contextlib.asynccontextmanager
+async def counted_writer(deployment, collection: str):
+    """The stack with a long linger, the triple store, and the sizes of its inserts into ``collection``.
+
+    Yields ``(stack, store, calls)``; restores the store's ``insert`` and stops the stack afterwards.
+    """
     stack = await deployment.start(STACK, settings={"triples-write": {"linger_ms": 300}})
     store = next(s for s in stack.stores if hasattr(s, "list_traces"))
     calls: list[int] = []
     insert = store.insert
 
     def counting_insert(u, c, triples):
-        if c == coll:
+        if c == collection:
             calls.append(len(triples))
         return insert(u, c, triples)
 
     store.insert = counting_insert
-    dlq = await stack.backend.subscribe(dead_letter_queue(flow_queue("triples-store", stack.flow)), "inspect")
-    producer = await stack.backend.create_producer(flow_queue("triples-store", stack.flow))
+    try:
+        yield stack, store, calls
+    finally:
+        store.insert = insert
+        await stack.stop()
+
+
+async def test_small_batches_arriving_together_share_writes_and_a_bad_one_is_refused_alone(deployment):
+    """triples-write coalesces the messages it handles at once (one insert per batch, not per
+    message); a bad message among them is dead-lettered alone and its neighbours are stored."""
+    user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
 
     def message(k: int, bad: bool = False) -> bytes:
         o = iri("not an iri") if bad else literal(f"value {k}")
@@ -170,47 +182,36 @@ async def test_small_batches_arriving_together_share_writes_and_a_bad_one_is_ref
                               triples=[Triple(iri(f"http://trustgraph.ai/e/{k}"), iri(f"http://trustgraph.ai/p/{j}"), o)
                                        for j in range(3)]))
 
-    try:
-        await asyncio.gather(*(producer.send(message(k, bad=(k == 5))) for k in range(12)))
-        dead = await dlq.receive(timeout=60)
-        await dlq.ack(dead)
-        assert "not an iri" in dead.properties["dlq-reason"] or "IRI" in dead.properties["dlq-reason"]
-        await wait_for(lambda: len(store.query(user, coll, TriplePattern())) == 33)
-        stored = {t.s.value for t in store.query(user, coll, TriplePattern())}
-        assert stored == {f"http://trustgraph.ai/e/{k}" for k in range(12) if k != 5}
-        # one coalesced insert that failed on the bad message, then one per message to isolate it;
-        # without coalescing there would be exactly one insert per message and none bigger than 3
-        assert max(calls) > 3, calls
-    finally:
-        store.insert = insert
-        await producer.close()
-        await dlq.close()
-        await stack.stop()
+    async with counted_writer(deployment, coll) as (stack, store, calls):
+        dlq = await stack.backend.subscribe(dead_letter_queue(flow_queue("triples-store", stack.flow)), "inspect")
+        producer = await stack.backend.create_producer(flow_queue("triples-store", stack.flow))
+        try:
+            await asyncio.gather(*(producer.send(message(k, bad=(k == 5))) for k in range(12)))
+            dead = await dlq.receive(timeout=60)
+            await dlq.ack(dead)
+            assert "not an iri" in dead.properties["dlq-reason"] or "IRI" in dead.properties["dlq-reason"]
+            await wait_for(lambda: len(store.query(user, coll, TriplePattern())) == 33)
+            stored = {t.s.value for t in store.query(user, coll, TriplePattern())}
+            assert stored == {f"http://trustgraph.ai/e/{k}" for k in range(12) if k != 5}
+            # one coalesced insert that failed on the bad message, then one per message to isolate it;
+            # without coalescing there would be exactly one insert per message and none bigger than 3
+            assert max(calls) > 3, calls
+        finally:
+            await producer.close()
+            await dlq.close()
 
 
 async def test_coalesced_writes_store_every_message_once_and_in_few_inserts(deployment):
     user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
-    stack = await deployment.start(STACK, settings={"triples-write": {"linger_ms": 300}})
-    store = next(s for s in stack.stores if hasattr(s, "list_traces"))
-    calls: list[int] = []
-    insert = store.insert
-
-    def counting_insert(u, c, triples):
-        if c == coll:
-            calls.append(len(triples))
-        return insert(u, c, triples)
-
-    store.insert = counting_insert
-    producer = await stack.backend.create_producer(flow_queue("triples-store", stack.flow))
-    try:
-        await asyncio.gather(*(producer.send(encode(Triples(
-            metadata=Metadata(id=f"m{k}", user=user, collection=coll),
-            triples=[Triple(iri(f"http://trustgraph.ai/e/{k}"), iri("http://trustgraph.ai/p"), literal("v"))])))
-            for k in range(20)))
-        await wait_for(lambda: len(store.query(user, coll, TriplePattern())) == 20)
-        await stack.wait_idle()
-        assert sum(calls) == 20 and len(calls) < 20, calls  # every message once, fewer inserts than messages
-    finally:
-        store.insert = insert
-        await producer.close()
-        await stack.stop()
+    async with counted_writer(deployment, coll) as (stack, store, calls):
+        producer = await stack.backend.create_producer(flow_queue("triples-store", stack.flow))
+        try:
+            await asyncio.gather(*(producer.send(encode(Triples(
+                metadata=Metadata(id=f"m{k}", user=user, collection=coll),
+                triples=[Triple(iri(f"http://trustgraph.ai/e/{k}"), iri("http://trustgraph.ai/p"), literal("v"))])))
+                for k in range(20)))
+            await wait_for(lambda: len(store.query(user, coll, TriplePattern())) == 20)
+            await stack.wait_idle()
+            assert sum(calls) == 20 and len(calls) < 20, calls  # every message once, fewer inserts than messages
+        finally:
+            await producer.close()
