@@ -159,11 +159,13 @@ def run_async(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
 
 
 def _exit(code: int) -> None:
-    """Leave with ``code``.  After a Pulsar client was used the process ends at once (output
-    flushed, the client already closed): the C++ client can abort ("terminate called without
-    an active exception", apache/pulsar-client-python#256) while the interpreter shuts down."""
+    """Leave with ``code``.  After a Pulsar client or the embedded stack was used the process
+    ends at once (output flushed, clients and stack already closed): native code can abort
+    ("terminate called without an active exception") while the interpreter shuts down.  The
+    Pulsar C++ client does (apache/pulsar-client-python#256), and once in CI so did an embedded
+    ``tg-load-document`` that never touched Pulsar (its stack had loaded the ONNX embedder)."""
     connection = sys.modules.get("trustgraph_cli.connection")
-    if connection is not None and getattr(connection, "pulsar_client_created", False):
+    if connection is not None and getattr(connection, "native_runtime_started", False):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -27,9 +27,10 @@ PROBE_SECONDS = 3.0
 CONNECT_SECONDS = 5.0
 #: After Ctrl-C or a failure (embedded): how long the writers may take to store what was already sent.
 INTERRUPT_GRACE_SECONDS = 2.0
-#: Set once this process created a Pulsar client (the command then ends with ``os._exit``, see
-#: :func:`trustgraph_cli.common._exit`).
-pulsar_client_created = False
+#: Set once this process created a Pulsar client or started the embedded stack (whose ONNX
+#: embedder runs native threads): the command then ends with ``os._exit``, see
+#: :func:`trustgraph_cli.common._exit`.
+native_runtime_started = False
 #: Embedded processors that persist what they receive (the rest are stopped at once on Ctrl-C).
 WRITERS = frozenset({"triples-write", "librarian", "graph-embeddings-write", "document-embeddings-write"})
 
@@ -75,8 +76,10 @@ class Connection:
             await asyncio.to_thread(probe_broker, self.pulsar_url)
             self.backend = open_pulsar(self.pulsar_url)
         else:
+            global native_runtime_started
             from trustgraph_flow.embedded import start_embedded
 
+            native_runtime_started = True
             self.stack = await start_embedded(self.home, only=self.needs, flow=self.flow)
             self.backend = self.stack.backend
         return self
@@ -176,7 +179,7 @@ def open_pulsar(url: str):
 
     class CliPulsarBackend(PulsarBackend):
         def _get_client(self):
-            global pulsar_client_created
+            global native_runtime_started
             if self._client is None:
                 import pulsar
                 from pulsar.asyncio import Client
@@ -190,7 +193,7 @@ def open_pulsar(url: str):
                 self._client = Client(self.url, logger=logger,
                                       operation_timeout_seconds=max(1, int(self.connect_timeout)),
                                       connection_timeout_ms=int(self.connect_timeout * 1000), **extra)
-                pulsar_client_created = True
+                native_runtime_started = True
             return self._client
 
     return CliPulsarBackend(url, admin_url=os.environ.get("PULSAR_ADMIN_URL", ""), connect_timeout=CONNECT_SECONDS)
