@@ -400,6 +400,8 @@ def test_child_of_missing_parent_is_refused(lib):
     with pytest.raises(NotFound):
         lib.store.get_metadata(user, COLL, "orphan")
     assert lib.store.list_documents(user, COLL, "chunk") == []
+    # the refused add wrote nothing that stays (Cassandra records an object before it knows)
+    assert set(lib.row_counts(user, COLL).values()) == {0}
 
 
 def test_document_types_are_checked(lib):
@@ -453,6 +455,11 @@ def test_identical_re_add_is_idempotent_and_conflicting_re_add_is_refused(lib):
         lib.store.add_child(user, COLL, "other", meta("c", document_type="chunk"), b"chunk")
     assert [c.id for c in lib.store.list_children(user, COLL, "doc")] == ["c"]
     assert lib.store.list_children(user, COLL, "other") == []
+    # re-adds and refused adds leave no content object behind: one per stored document
+    counts = lib.row_counts(user, COLL)
+    assert counts["documents"] == 3
+    if "objects" in counts:
+        assert counts["objects"] == 3
 
 
 def test_concurrent_adds_from_threads(lib):

@@ -216,6 +216,14 @@ class CassandraLibrarianStore:
                                                raise_on_first_error=True)
         return [r.result_or_exc for r in results]
 
+    def _run(self, statements: list[tuple]) -> list:
+        """Run ``(statement, params)`` pairs concurrently (one round trip when few); raise the first error."""
+        from cassandra.concurrent import execute_concurrent
+
+        results = execute_concurrent(self._session, statements, concurrency=CONCURRENCY, raise_on_first_error=True,
+                                     results_generator=False)
+        return [r.result_or_exc for r in results]
+
     def _stored(self, ks: _Keyspace, collection: str, document_id: str) -> _Stored | None:
         row = self._session.execute(ks.get_doc, (collection, document_id)).one()
         return _Stored(row) if row is not None else None
@@ -263,31 +271,49 @@ class CassandraLibrarianStore:
         prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
         return self._add(user, collection, prepared, bytes(content))
 
-    def _index_rows(self, ks: _Keyspace, collection: str, meta: DocumentMetadata) -> None:
-        self._session.execute(ks.insert_by_type, (collection, meta.document_type, meta.time, meta.id))
+    @staticmethod
+    def _index_statements(ks: _Keyspace, collection: str, meta: DocumentMetadata) -> list[tuple]:
+        """The listing index rows of ``meta``, as ``(statement, params)`` pairs."""
+        out = [(ks.insert_by_type, (collection, meta.document_type, meta.time, meta.id))]
         if meta.parent_id:
-            self._session.execute(ks.insert_child, (collection, meta.parent_id, meta.id))
+            out.append((ks.insert_child, (collection, meta.parent_id, meta.id)))
+        return out
+
+    def _index_rows(self, ks: _Keyspace, collection: str, meta: DocumentMetadata) -> None:
+        self._run(self._index_statements(ks, collection, meta))
 
     def _add(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
+        """Write a document in three round trips (answers are stored while a client waits for its
+        ``end_of_session``, so each one counts):
+
+        1. the look-ups (is the id stored? does the parent exist?) together with the object's
+           registry row, which must exist before any part;
+        2. the parts and the listing index rows together, all before the metadata row;
+        3. the metadata row, a lightweight transaction: the commit point.
+
+        A re-add or a missing parent found in step 1 removes the registry row it wrote.
+        """
         ks = self._ks(user)
         what = f"librarian add of {meta.id[:120]!r} to collection {collection!r} of user {user!r}"
-        with cassandra_errors(what):
-            existing = self._stored(ks, collection, meta.id)
-            if existing is not None:
-                return self._readd(ks, collection, existing.meta, meta)
-            if meta.parent_id and self._stored(ks, collection, meta.parent_id) is None:
-                raise _not_found(meta.parent_id, user, collection, "parent document")
         from cassandra import ConsistencyLevel
 
         object_id = uuid.uuid4()
         parts = split_parts(content, self.part_size)
         try:
             with cassandra_errors(what):
-                # the object is recorded before any part exists, so delete_collection can always find its parts
-                self._session.execute(ks.insert_object, (collection, object_id, meta.id, len(parts)))
-                self._concurrent(ks.insert_part, [(collection, object_id, i // PARTS_PER_BUCKET, i, part)
-                                                  for i, part in enumerate(parts)])
-                self._index_rows(ks, collection, meta)
+                lookups = [(ks.get_doc, (collection, meta.id))]
+                if meta.parent_id:
+                    lookups.append((ks.get_doc, (collection, meta.parent_id)))
+                found = self._run(lookups + [(ks.insert_object, (collection, object_id, meta.id, len(parts)))])
+                existing = _Stored(found[0].one()) if found[0].one() is not None else None
+                parent_missing = bool(meta.parent_id) and found[1].one() is None
+                if existing is not None or parent_missing:
+                    self._session.execute(ks.delete_object, (collection, object_id))
+                    if existing is not None:
+                        return self._readd(ks, collection, existing.meta, meta)
+                    raise _not_found(meta.parent_id, user, collection, "parent document")
+                self._run([(ks.insert_part, (collection, object_id, i // PARTS_PER_BUCKET, i, part))
+                           for i, part in enumerate(parts)] + self._index_statements(ks, collection, meta))
                 insert = ks.insert_doc.bind((collection, meta.id, meta.parent_id, meta.document_type, meta.time,
                                              meta.size, meta.sha256, object_id, len(parts), self.part_size,
                                              metadata_to_json(meta)))
@@ -300,6 +326,8 @@ class CassandraLibrarianStore:
                     if stored is not None and stored.object_id == object_id:
                         return meta
                     raise
+        except (NotFound, DocumentExists):
+            raise
         except BaseException:
             self._cleanup_failed_add(ks, collection, meta, object_id, len(parts))
             raise

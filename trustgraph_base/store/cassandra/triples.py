@@ -372,20 +372,22 @@ class CassandraTriplesStore:
         quads = prepare_triples(triples)
         traces = extract_traces(quads)
         st = self._prepared(user)
-        with _errors("insert"):
-            self._session.execute(st.insert_collection, (collection,))
-        # the trace index is read (is a Question already indexed?) alongside the last chunk's writes
+        # the trace index is read (is a Question already indexed?) alongside the last chunk's writes;
+        # the collection's registry row travels in the first chunk's batches
         lookups = [(st.get_trace_uri, (collection, t.summary.uri)) for t in traces]
         existing: list = []
         for i in range(0, max(len(quads), 1), INSERT_CHUNK):
             last = i + INSERT_CHUNK >= len(quads)
-            existing = self._insert_chunk(st, collection, quads[i:i + INSERT_CHUNK], lookups if last else [])
+            existing = self._insert_chunk(st, collection, quads[i:i + INSERT_CHUNK], lookups if last else [],
+                                          register=i == 0)
         if traces:
             self._index_traces(st, collection, traces, existing)
         return len(quads)
 
-    def _insert_chunk(self, st: _Statements, collection: str, quads: Sequence[QuadKey], reads: list) -> list:
-        """Write the rows of ``quads``; ``reads`` run in the same concurrent window (their results are returned)."""
+    def _insert_chunk(self, st: _Statements, collection: str, quads: Sequence[QuadKey], reads: list,
+                      register: bool = False) -> list:
+        """Write the rows of ``quads`` (and, with ``register``, the collection's registry row);
+        ``reads`` run in the same concurrent window (their results are returned)."""
         long_texts: dict[str, str] = {}
 
         def key(text: str) -> str:
@@ -430,13 +432,15 @@ class CassandraTriplesStore:
                       "insert of long terms")
         partitions = [(_routing_key(c, k), rows) for k, rows in parts.items()]
         partitions += [(_routing_key(c, _INT[b]), rows) for b, rows in scans.items()]
+        if register:  # a single-column partition key routes by its value
+            partitions.append((c, [(st.insert_collection.query_id, [c], 16 + len(c))]))
         writes = self._batches(st.keyspace, partitions)
         return self._run(writes + reads, "insert")[len(writes):]
 
     def _index_traces(self, st: _Statements, collection: str, traces: Sequence[IndexedTrace],
                       existing: Sequence) -> None:
         """Index Questions not indexed yet (``existing``: their ``trace_uris`` rows; the first indexing
-        wins, as in SQLite); rows are batched per partition."""
+        wins, as in SQLite); rows of one partition stay adjacent in the batches."""
         from cassandra.query import BatchStatement, BatchType
 
         groups: dict[str, list] = defaultdict(list)
@@ -450,15 +454,15 @@ class CassandraTriplesStore:
                                                        s.parent), size))
             groups[""].append((st.insert_trace_uri, (collection, s.uri, t.ts, s.type, s.question, s.time, s.parent),
                                size))
-        statements = []
-        for rows in groups.values():
-            batch, used = None, 0
-            for stmt, params, size in rows:
-                if batch is None or used + size > self.batch_bytes or len(batch) >= self.batch_rows:
-                    batch, used = BatchStatement(batch_type=BatchType.UNLOGGED), 0
-                    statements.append((batch, ()))
-                batch.add(stmt, params)
-                used += size
+        # One request for a query's Question: its (at most five) partitions share a batch.
+        statements: list = []
+        batch, used = None, 0
+        for stmt, params, size in (row for rows in groups.values() for row in rows):
+            if batch is None or used + size > self.batch_bytes or len(batch) >= self.batch_rows:
+                batch, used = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+                statements.append((batch, ()))
+            batch.add(stmt, params)
+            used += size
         self._run(statements, "trace index")
 
     def delete(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
