@@ -161,6 +161,42 @@ def test_every_pattern_and_graph_selection_matches_the_reference(store, user):
     assert [keys(r) for r in batched] == [{key(t) for t in data if matches(t, p)} for p in some]
 
 
+def _many_nodes() -> list[Triple]:
+    """120 nodes with 0-8 rows each over two graphs, each contained by a subgraph (a walk's shape)."""
+    data = []
+    for i in range(120):
+        node = iri(f"{EX}node/{i:03d}")
+        for j in range(i % 9):
+            data.append(Triple(node, P if j % 2 else Q, literal(f"v{j}"), G1 if j % 3 else G2))
+        data.append(Triple(iri(f"urn:sg:{i % 7}"), CONTAINS, triple_term(node, P, A), SOURCE))
+    long_node = iri(EX + "long/" + "x" * 2000)                 # a key stored by its hash on Cassandra
+    return data + [Triple(long_node, P, literal("far"), G1), Triple(long_node, Q, A, G1)]
+
+
+def test_batched_patterns_of_one_shape_answer_exactly_like_single_queries(store, user):
+    """query_many over many patterns that differ only in one term (Cassandra reads them as one
+    multi-partition request per shape) gives each pattern exactly its own query's rows, limit
+    and order included; duplicates, empty partitions and hashed keys too."""
+    data = _many_nodes()
+    store.insert(user, "c", data)
+    nodes = [iri(f"{EX}node/{i:03d}") for i in range(125)] + [iri(EX + "long/" + "x" * 2000)]
+    patterns = ([TriplePattern(s=n, limit=3) for n in nodes]
+                + [TriplePattern(s=n, g=G1, limit=2) for n in nodes]
+                + [TriplePattern(s=n, p=P, g=G1) for n in nodes]
+                + [TriplePattern(p=CONTAINS, o=triple_term(n, P, A), g=SOURCE, limit=5) for n in nodes]
+                + [TriplePattern(s=nodes[4], limit=3), TriplePattern(s=nodes[4], limit=3),
+                   TriplePattern(s=nodes[8]), TriplePattern(o=A)])
+    batched = store.query_many(user, "c", patterns)
+    single = [store.query(user, "c", pat) for pat in patterns]
+    assert [[key(t) for t in r] for r in batched] == [[key(t) for t in r] for r in single]
+    assert [len(r) for r in batched[:9]] == [0, 1, 2, 3, 3, 3, 3, 3, 3]          # per-pattern limits
+    for pat, got in zip(patterns, batched):
+        assert keys(got) <= {key(t) for t in data if matches(t, pat)}, pat
+        if pat.limit == 0:
+            assert keys(got) == {key(t) for t in data if matches(t, pat)}, pat
+    assert {t.o.value for t in batched[len(nodes) - 1]} == {"far", A.value}
+
+
 def test_graph_filter_is_applied_before_the_limit(store, user):
     """Rows of another graph sort first in every layout; a post-LIMIT filter would return nothing."""
     early = [Triple(A, P, iri(f"{EX}o/{i:03d}"), "http://example.org/graph/a") for i in range(60)]
@@ -708,6 +744,31 @@ def test_cassandra_keyspace_per_user_with_configured_replication(cassandra_servi
 
 
 @pytest.mark.integration
+def test_cassandra_reads_patterns_of_one_shape_in_one_request(cassandra_service, _keyspaces_to_drop):
+    """A walk's 126 node look-ups of one shape cost one request per 100 nodes, not one each
+    (before: 126 requests)."""
+    from trustgraph_base.store.cassandra.connection import CassandraConfig
+    from trustgraph_base.store.cassandra.triples import IN_KEYS
+
+    store = open_triples_store("cassandra", config=CassandraConfig(hosts=(cassandra_service.host,),
+                                                                     port=cassandra_service.port))
+    user = f"inread{uuid.uuid4().hex[:10]}"
+    _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
+    store.insert(user, "c", _many_nodes())
+    nodes = [iri(f"{EX}node/{i:03d}") for i in range(125)] + [iri(EX + "long/" + "x" * 2000)]
+    sent = []
+    real = store._session.execute_async
+    store._session.execute_async = lambda q, *a, **k: sent.append(q) or real(q, *a, **k)
+    try:
+        got = store.query_many(user, "c", [TriplePattern(s=n, p=P, g=G1) for n in nodes])
+    finally:
+        store._session.execute_async = real
+    assert sum(len(r) for r in got) == sum(1 for t in _many_nodes() if t.p == P and t.g == G1)
+    reads = [q for q in sent if ".quads " in getattr(q, "prepared_statement", q).query_string]
+    assert len(reads) == -(-len(nodes) // IN_KEYS) == 2
+    assert len(sent) == len(reads) + 1                          # and the long key's text, once
+
+
 def test_cassandra_every_bound_pattern_is_one_single_partition_read(cassandra_service, _keyspaces_to_drop):
     """Cassandra's own query trace shows each bound pattern reading exactly one partition, never a range."""
     from trustgraph_base.store.cassandra.connection import CassandraConfig
