@@ -324,14 +324,11 @@ class CassandraTriplesStore:
         """
         from cassandra.query import BatchStatement, BatchType
 
-        metadata = self._session.cluster.metadata
+        replicas_of = self._replica_set(ks)
         by_replicas: dict[tuple, list] = defaultdict(list)
         routing: dict[tuple, bytes] = {}
         for routing_key, rows in partitions:
-            try:
-                replicas = tuple(sorted(str(h.endpoint) for h in metadata.get_replicas(ks, routing_key)))
-            except Exception:  # noqa: BLE001 - no token map (yet): one group is still correct
-                replicas = ()
+            replicas = replicas_of(routing_key)
             by_replicas[replicas].extend(rows)
             routing.setdefault(replicas, routing_key)
         out = []
@@ -692,18 +689,31 @@ class CassandraTriplesStore:
             out.append(self._triples(st, collection, found))
         return out
 
+    def _replica_set(self, ks: str):
+        """A function from a routing key to its replica set (a sortable tuple of endpoints).
+
+        A one-node cluster has one replica set: no token is computed (8 % of the client CPU of
+        a 66-triple explain-trace insert).
+        """
+        metadata = self._session.cluster.metadata
+        if len(metadata.all_hosts()) <= 1:
+            return lambda _key: ()
+
+        def replicas_of(routing_key: bytes) -> tuple:
+            try:
+                return tuple(sorted(str(h.endpoint) for h in metadata.get_replicas(ks, routing_key)))
+            except Exception:  # noqa: BLE001 - no token map (yet): one group is still correct
+                return ()
+
+        return replicas_of
+
     def _in_groups(self, ks: str, collection: str, heads: list[str]) -> Iterator[list[str]]:
         """``heads`` in groups of at most :data:`IN_KEYS` whose partitions share their replicas."""
-        metadata = self._session.cluster.metadata
+        replicas_of = self._replica_set(ks)
         c = collection.encode("utf-8")
         by_replicas: dict[tuple, list[str]] = defaultdict(list)
         for h in heads:
-            try:
-                replicas = tuple(sorted(str(x.endpoint) for x in
-                                        metadata.get_replicas(ks, _routing_key(c, h.encode("utf-8")))))
-            except Exception:  # noqa: BLE001 - no token map (yet): one group is still correct
-                replicas = ()
-            by_replicas[replicas].append(h)
+            by_replicas[replicas_of(_routing_key(c, h.encode("utf-8")))].append(h)
         for group in by_replicas.values():
             for i in range(0, len(group), IN_KEYS):
                 yield group[i:i + IN_KEYS]
