@@ -17,6 +17,7 @@ import itertools
 import socket
 import threading
 import uuid
+import zlib
 
 import pytest
 
@@ -767,6 +768,42 @@ def test_cassandra_reads_patterns_of_one_shape_in_one_request(cassandra_service,
     reads = [q for q in sent if ".quads " in getattr(q, "prepared_statement", q).query_string]
     assert len(reads) == -(-len(nodes) // IN_KEYS) == 2
     assert len(sent) == len(reads) + 1                          # and the long key's text, once
+
+
+@pytest.mark.integration
+def test_cassandra_groups_writes_and_reads_by_replica_set_on_a_multi_node_ring(cassandra_service, _keyspaces_to_drop):
+    """The one-node fast path aside: with partitions spread over two replica sets (as on a ring
+    of nodes), every batch and every multi-partition read stays within one set, routed to it."""
+    from trustgraph_base.store.cassandra.connection import CassandraConfig
+    from trustgraph_base.store.cassandra import triples as cassandra_triples
+
+    store = open_triples_store("cassandra", config=CassandraConfig(hosts=(cassandra_service.host,),
+                                                                     port=cassandra_service.port))
+    user = f"ring{uuid.uuid4().hex[:10]}"
+    _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
+    two_sets = lambda routing_key: ("node-a",) if zlib.crc32(routing_key) % 2 else ("node-b",)  # noqa: E731
+    store._replica_set = lambda ks: two_sets
+    data = _many_nodes()
+    store.insert(user, "c", data)
+    st = store._prepared(user)
+    c = b"c"
+    keys = [f"<{EX}node/{i:03d}>".encode() for i in range(40)]
+    partitions = [((c, k), [(st.insert_quad.query_id, [c, k], 40)]) for k in keys]
+    batches = store._batches(st.keyspace, partitions)
+    assert len(batches) == 2
+    for batch, _ in batches:
+        owners = {two_sets(cassandra_triples._partition_routing_key((c, values[1])))
+                  for _, _, values in batch._statements_and_parameters}
+        assert owners == {two_sets(batch.routing_key)}
+    heads = [f"<{EX}node/{i:03d}>" for i in range(125)]
+    groups = list(store._in_groups(st.keyspace, "c", heads))
+    assert sorted(h for g in groups for h in g) == sorted(heads)
+    assert all(len({two_sets(cassandra_triples._routing_key(c, h.encode())) for h in g}) == 1 for g in groups)
+    nodes = [iri(f"{EX}node/{i:03d}") for i in range(125)]
+    got = store.query_many(user, "c", [TriplePattern(s=n, limit=3) for n in nodes])
+    assert [len(r) for r in got[:9]] == [0, 1, 2, 3, 3, 3, 3, 3, 3]
+    assert sum(len(r) for r in store.query_many(user, "c", [TriplePattern(s=n) for n in nodes])) == \
+        sum(1 for t in data if t.s.value.startswith(EX + "node/"))
 
 
 def test_cassandra_every_bound_pattern_is_one_single_partition_read(cassandra_service, _keyspaces_to_drop):

@@ -159,6 +159,16 @@ def _routing_key(*components: bytes) -> bytes:
     return b"".join(struct.pack(">H", len(c)) + c + b"\x00" for c in components)
 
 
+def _partition_routing_key(components: tuple[bytes, ...]) -> bytes:
+    """The routing key of a partition key given by its components (a single column routes by its value)."""
+    return components[0] if len(components) == 1 else _routing_key(*components)
+
+
+def _ONE_REPLICA_SET(_routing_key: bytes) -> tuple:
+    """The replica set of every partition of a one-node cluster."""
+    return ()
+
+
 def _bucket(s_key: str) -> int:
     return zlib.crc32(s_key.encode("utf-8")) % SCAN_BUCKETS
 
@@ -313,10 +323,10 @@ class CassandraTriplesStore:
                                          raise_on_first_error=True, results_generator=False)
         return [r.result_or_exc for r in results]
 
-    def _batches(self, ks: str, partitions: Iterable[tuple[bytes, list]]) -> list:
+    def _batches(self, ks: str, partitions: Iterable[tuple[tuple[bytes, ...], list]]) -> list:
         """Unlogged batches of pre-encoded rows, grouped by the replica set of their partition.
 
-        ``partitions`` holds ``(routing key, [(query id, encoded values, size), ...])``.  Rows of
+        ``partitions`` holds ``(partition key components, [(query id, encoded values, size), ...])``.  Rows of
         one partition stay adjacent (Cassandra applies them as one mutation); partitions owned
         by the same replicas share a batch, as dsbulk's ``REPLICA_SET`` batch mode does,
         because per-request overhead, not row count, limits a Python writer.  Each batch stays
@@ -327,10 +337,12 @@ class CassandraTriplesStore:
         replicas_of = self._replica_set(ks)
         by_replicas: dict[tuple, list] = defaultdict(list)
         routing: dict[tuple, bytes] = {}
-        for routing_key, rows in partitions:
-            replicas = replicas_of(routing_key)
+        one_set = replicas_of is _ONE_REPLICA_SET
+        for components, rows in partitions:
+            replicas = () if one_set else replicas_of(_partition_routing_key(components))
             by_replicas[replicas].extend(rows)
-            routing.setdefault(replicas, routing_key)
+            if replicas not in routing:
+                routing[replicas] = _partition_routing_key(components)
         out = []
         for replicas, rows in by_replicas.items():
             batch, size, count = None, 0, 0
@@ -440,10 +452,10 @@ class CassandraTriplesStore:
             self._run(((st.insert_long, (collection, h, i // LONG_PART_CHARS, text[i:i + LONG_PART_CHARS]))
                        for h, text in long_texts.items() for i in range(0, len(text), LONG_PART_CHARS)),
                       "insert of long terms")
-        partitions = [(_routing_key(c, k), rows) for k, rows in parts.items()]
-        partitions += [(_routing_key(c, _INT[b]), rows) for b, rows in scans.items()]
-        if register:  # a single-column partition key routes by its value
-            partitions.append((c, [(st.insert_collection.query_id, [c], 16 + len(c))]))
+        partitions = [((c, k), rows) for k, rows in parts.items()]
+        partitions += [((c, _INT[b]), rows) for b, rows in scans.items()]
+        if register:
+            partitions.append(((c,), [(st.insert_collection.query_id, [c], 16 + len(c))]))
         writes = self._batches(st.keyspace, partitions)
         return self._run(writes + reads, "insert")[len(writes):]
 
@@ -697,7 +709,7 @@ class CassandraTriplesStore:
         """
         metadata = self._session.cluster.metadata
         if len(metadata.all_hosts()) <= 1:
-            return lambda _key: ()
+            return _ONE_REPLICA_SET
 
         def replicas_of(routing_key: bytes) -> tuple:
             try:
@@ -712,8 +724,11 @@ class CassandraTriplesStore:
         replicas_of = self._replica_set(ks)
         c = collection.encode("utf-8")
         by_replicas: dict[tuple, list[str]] = defaultdict(list)
-        for h in heads:
-            by_replicas[replicas_of(_routing_key(c, h.encode("utf-8")))].append(h)
+        if replicas_of is _ONE_REPLICA_SET:
+            by_replicas[()] = heads
+        else:
+            for h in heads:
+                by_replicas[replicas_of(_routing_key(c, h.encode("utf-8")))].append(h)
         for group in by_replicas.values():
             for i in range(0, len(group), IN_KEYS):
                 yield group[i:i + IN_KEYS]
