@@ -207,19 +207,15 @@ class CassandraLibrarianStore:
         return ks
 
     def _concurrent(self, statement, params: list[tuple]) -> list:
-        """Run one prepared statement over many parameter tuples, ``CONCURRENCY`` at a time; raise the first error."""
-        from cassandra.concurrent import execute_concurrent_with_args
-
-        if not params:
-            return []
-        results = execute_concurrent_with_args(self._session, statement, params, concurrency=CONCURRENCY,
-                                               raise_on_first_error=True)
-        return [r.result_or_exc for r in results]
+        """Run one prepared statement over many parameter tuples (see :meth:`_run`)."""
+        return self._run([(statement, p) for p in params])
 
     def _run(self, statements: list[tuple]) -> list:
-        """Run ``(statement, params)`` pairs concurrently (one round trip when few); raise the first error."""
+        """Run ``(statement, params)`` pairs, ``CONCURRENCY`` at a time; raise the first error."""
         from cassandra.concurrent import execute_concurrent
 
+        if not statements:
+            return []
         results = execute_concurrent(self._session, statements, concurrency=CONCURRENCY, raise_on_first_error=True,
                                      results_generator=False)
         return [r.result_or_exc for r in results]
@@ -304,9 +300,10 @@ class CassandraLibrarianStore:
                 lookups = [(ks.get_doc, (collection, meta.id))]
                 if meta.parent_id:
                     lookups.append((ks.get_doc, (collection, meta.parent_id)))
-                found = self._run(lookups + [(ks.insert_object, (collection, object_id, meta.id, len(parts)))])
-                existing = _Stored(found[0].one()) if found[0].one() is not None else None
-                parent_missing = bool(meta.parent_id) and found[1].one() is None
+                found = [r.one() for r in self._run(
+                    lookups + [(ks.insert_object, (collection, object_id, meta.id, len(parts)))])]
+                existing = _Stored(found[0]) if found[0] is not None else None
+                parent_missing = bool(meta.parent_id) and found[1] is None
                 if existing is not None or parent_missing:
                     self._session.execute(ks.delete_object, (collection, object_id))
                     if existing is not None:
