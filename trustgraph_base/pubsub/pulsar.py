@@ -36,6 +36,20 @@ def _errors() -> tuple[type[BaseException], ...]:
     return (pulsar.PulsarException, pulsar.asyncio.PulsarException)
 
 
+#: Attempts of a producer creation or a subscription that times out (see ``PulsarBackend._guard``).
+OPERATION_ATTEMPTS = 3
+
+
+def _is_timeout(e: BaseException) -> bool:
+    """True for a time-out: ours, the C++ binding's ``pulsar.Timeout``, or the asyncio wrapper's ``Result.Timeout``."""
+    import pulsar
+
+    if isinstance(e, (asyncio.TimeoutError, pulsar.Timeout)):
+        return True
+    error = getattr(e, "error", None)
+    return callable(error) and error() == pulsar.Result.Timeout
+
+
 def _admin_url_for(url: str) -> str:
     host = urllib.parse.urlparse(url).hostname or "127.0.0.1"
     return f"http://{host}:8080"
@@ -170,11 +184,24 @@ class PulsarBackend:
             log.warning("could not ensure Pulsar tenant %s via %s: %s", TOPICSPACE, self.admin_url, e)
             self._tenant_ready = True
 
-    async def _guard(self, what: str, coro):
-        try:
-            return await asyncio.wait_for(coro, self.connect_timeout + 5)
-        except (asyncio.TimeoutError, *_errors()) as e:
-            raise BackendUnavailable(f"cannot {what} on Pulsar at {self.url}: {e or 'timed out'}") from e
+    async def _guard(self, what: str, start):
+        """Run the Pulsar call ``start()``; a time-out is tried again, other failures are not.
+
+        Creating a persistent topic's first producer or subscription makes the broker open a
+        ledger, which on a loaded machine has taken longer than the operation time-out (CI saw a
+        subscribe fail with ``Timeout`` while the broker was up).  Both calls are idempotent, so
+        a time-out is retried, :data:`OPERATION_ATTEMPTS` attempts in all; a broker that refuses
+        connections fails at once.
+        """
+        for attempt in range(1, OPERATION_ATTEMPTS + 1):
+            try:
+                return await asyncio.wait_for(start(), self.connect_timeout + 5)
+            except (asyncio.TimeoutError, *_errors()) as e:
+                if attempt < OPERATION_ATTEMPTS and _is_timeout(e):
+                    log.warning("%s on Pulsar at %s timed out (attempt %d of %d); trying again",
+                                what, self.url, attempt, OPERATION_ATTEMPTS)
+                    continue
+                raise BackendUnavailable(f"cannot {what} on Pulsar at {self.url}: {e or 'timed out'}") from e
 
     async def create_producer(self, queue: str) -> PulsarProducer:
         parse_queue(queue)
@@ -183,7 +210,7 @@ class PulsarBackend:
         topic = pulsar_topic(queue)
         # Flow (work) queues batch for throughput; request/response queues never wait for a batch.
         batching = is_persistent(queue)
-        producer = await self._guard(f"create a producer for {topic}", client.create_producer(
+        producer = await self._guard(f"create a producer for {topic}", lambda: client.create_producer(
             topic, batching_enabled=batching, batching_max_publish_delay_ms=1, block_if_queue_full=True,
             send_timeout_millis=30000))
         return PulsarProducer(producer, queue)
@@ -198,7 +225,7 @@ class PulsarBackend:
         topic = pulsar_topic(queue)
         position = (pulsar.InitialPosition.Earliest if initial_position == "earliest"
                     else pulsar.InitialPosition.Latest)
-        consumer = await self._guard(f"subscribe to {topic}", client.subscribe(
+        consumer = await self._guard(f"subscribe to {topic}", lambda: client.subscribe(
             topic, subscription,
             consumer_type=pulsar.ConsumerType.Shared if shared else pulsar.ConsumerType.Exclusive,
             initial_position=position,
