@@ -103,6 +103,7 @@ async def test_chain_walk_reads_followed_nodes_whole_and_falls_back_for_big_ones
         data.append(Triple(iri(e + child), iri(up), iri(e + parent), g))
     for n in nodes:
         data += [Triple(iri(e + n), iri(label), literal(f"{n} label"), g), Triple(iri(e + n), iri(kind), iri(e + "T"), g)]
+    data.append(Triple(iri(e + "page"), iri(kind), iri(e + "T2"), g))
     wanted = set((t.s.value, t.p.value, t.o.value) for t in data)
     noise = [Triple(iri(e + "chunk"), iri(e + "extra"), literal(f"x{i}"), g) for i in range(NODE_SLICE + 16)]
     noise += [Triple(iri(e + "page"), iri(e + "extra"), literal("y"), g),
@@ -120,9 +121,17 @@ async def test_chain_walk_reads_followed_nodes_whole_and_falls_back_for_big_ones
                 user=user, collection=coll,
                 patterns=[TriplePattern(p=iri(ns.TG_CONTAINS), o=iri(e + "edge"), g=g)],
                 follow=[up], follow_depth=4, describe=[label, kind]))
+            # describe_types: only the listed classes' rdf:type rows of described nodes
+            typed = await conn.request("triples", TriplesQueryRequest(
+                user=user, collection=coll,
+                patterns=[TriplePattern(p=iri(ns.TG_CONTAINS), o=iri(e + "edge"), g=g)],
+                follow=[up], follow_depth=4, describe=[label, kind], describe_types=[e + "T2"]))
         got = [(t.s.value, t.p.value, t.o.value) for t in walked.triples]
         assert len(got) == len(set(got))
         assert set(got) == wanted | {(e + "sg", ns.TG_CONTAINS, e + "edge")}
+        got_typed = {(t.s.value, t.p.value, t.o.value) for t in typed.triples}
+        assert got_typed == {(s, p, o) for s, p, o in set(got) if p != kind or o == e + "T2"}
+        assert {(e + "page", kind, e + "T2"), (e + "page", kind, e + "T")} & got_typed == {(e + "page", kind, e + "T2")}
     finally:
         await stack.stop()
 

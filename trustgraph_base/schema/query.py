@@ -32,7 +32,9 @@ class TriplesQueryRequest:
     service takes the IRI subjects of the matches, then N times fetches their ``follow``
     predicates (in the same graph as each pattern) and moves on to the IRI objects found; for
     every node reached it also returns its ``describe`` predicates (e.g. ``rdfs:label``,
-    ``rdf:type``).  All those triples are part of the response.
+    ``rdf:type``).  All those triples are part of the response.  ``describe_types``, when
+    non-empty, keeps only the ``rdf:type`` triples of described nodes whose class it lists (a
+    source chain needs Subgraph/Chunk/Page/Document, not the ``prov:Entity`` every node also has).
     """
 
     user: str = "trustgraph"
@@ -46,6 +48,7 @@ class TriplesQueryRequest:
     follow: list[str] = field(default_factory=list)
     follow_depth: int = 0
     describe: list[str] = field(default_factory=list)
+    describe_types: list[str] = field(default_factory=list)
     streaming: bool = False
     batch_size: int = 0
 

@@ -64,11 +64,12 @@ class BusPorts:
         return resp.chunks
 
     async def query(self, user: str, collection: str, patterns: Sequence[TriplePattern], *,
-                    follow: Sequence[str] = (), follow_depth: int = 0, describe: Sequence[str] = ()) -> list[Triple]:
+                    follow: Sequence[str] = (), follow_depth: int = 0, describe: Sequence[str] = (),
+                    describe_types: Sequence[str] = ()) -> list[Triple]:
         self._count("triples")
         resp = raise_on_error("triples", await self.p.client("triples").request(TriplesQueryRequest(
             user=user, collection=collection, patterns=list(patterns), follow=list(follow),
-            follow_depth=follow_depth, describe=list(describe))))
+            follow_depth=follow_depth, describe=list(describe), describe_types=list(describe_types))))
         return resp.triples
 
     def _outcome(self, resp) -> Any:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 
 from trustgraph_base.processor import Processor, launch
+from trustgraph_base.provenance.namespaces import RDF_TYPE
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
     IRI, Term, TraceListRequest, TraceListResponse, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
@@ -77,6 +78,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
         with more rows than that is read predicate by predicate in one extra round.
         """
         follow = set(req.follow)
+        types = set(req.describe_types)
         frontier: dict[str | None, set[str]] = {}
         for pat, res in zip(patterns, results):
             frontier.setdefault(pat.g, set()).update(t.s.value for t in res if t.s.type == IRI)
@@ -99,6 +101,8 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
                 found = self._by_predicate(req, nodes, preds)
             frontier = {}
             for (g, _node), res in found:
+                if types:  # only the rdf:type rows the caller asked for
+                    res = [t for t in res if t.p.value != RDF_TYPE or t.o.value in types]
                 take(res)
                 frontier.setdefault(g, set()).update(t.o.value for t in res if t.o.type == IRI and t.p.value in follow)
 

@@ -37,7 +37,7 @@ from ...common.background_writes import BackgroundWrites, stage_write
 from .labels import get_labelgraph, term_label
 from .selection import SelectionResult, resolve_selection
 from .sources import (
-    SOURCE_DEPTH, SOURCE_DESCRIBE, SOURCE_FOLLOW, build_source_chains, source_documents, source_patterns,
+    SOURCE_DEPTH, SOURCE_DESCRIBE, SOURCE_FOLLOW, SOURCE_TYPES, build_source_chains, source_documents, source_patterns,
 )
 from .subgraph import Subgraph, exploration_patterns, label_patterns
 
@@ -73,7 +73,8 @@ class GraphRagPorts(Protocol):
     async def find_entities(self, user: str, collection: str, vector: list[float], limit: int) -> list[EntityMatch]: ...
 
     async def query(self, user: str, collection: str, patterns: Sequence[TriplePattern], *,
-                    follow: Sequence[str] = (), follow_depth: int = 0, describe: Sequence[str] = ()) -> list[Triple]: ...
+                    follow: Sequence[str] = (), follow_depth: int = 0, describe: Sequence[str] = (),
+                    describe_types: Sequence[str] = ()) -> list[Triple]: ...
 
     async def prompt(self, template: str, terms: dict[str, Any]) -> PromptOutcome: ...
 
@@ -249,7 +250,7 @@ class _Run:
             if self.explain and edges:
                 found = await self.ports.query(req.user, req.collection, source_patterns(edges),
                                                follow=SOURCE_FOLLOW, follow_depth=SOURCE_DEPTH,
-                                               describe=SOURCE_DESCRIBE)
+                                               describe=SOURCE_DESCRIBE, describe_types=SOURCE_TYPES)
                 edge_sources = build_source_chains(edges, found)
             focus_uri = uris.focus_uri(self.session)
             await self._explain(focus_uri, focus_triples(focus_uri, uris.exploration_uri(self.session),

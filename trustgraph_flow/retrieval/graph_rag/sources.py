@@ -17,7 +17,7 @@ from trustgraph_base.schema import (
 )
 
 __all__ = ["source_patterns", "build_source_chains", "source_documents", "SOURCE_FOLLOW", "SOURCE_DESCRIBE",
-           "SOURCE_DEPTH"]
+           "SOURCE_DEPTH", "SOURCE_TYPES"]
 
 SOURCE_FOLLOW = [ns.PROV_WAS_DERIVED_FROM]
 SOURCE_DESCRIBE = [ns.RDFS_LABEL, ns.RDF_TYPE]
@@ -25,6 +25,9 @@ SOURCE_DEPTH = 4  # subgraph -> chunk -> page -> document (+ one spare level)
 
 _TYPES = {ns.TG_SUBGRAPH_TYPE: "subgraph", ns.TG_CHUNK_TYPE: "chunk", ns.TG_PAGE_TYPE: "page",
           ns.TG_DOCUMENT_TYPE: "document"}
+#: The node classes a chain uses: the walk leaves out every other ``rdf:type`` row (``prov:Entity``,
+#: on every node, was a quarter of a GraphRAG query's source-chain response).
+SOURCE_TYPES = list(_TYPES)
 
 
 def source_patterns(edges: Sequence[Triple], per_edge: int = 5) -> list[TriplePattern]:
