@@ -67,14 +67,11 @@ def iris_in_terms(terms: Iterable[Term]) -> list[str]:
 
 async def edge_chains(conn: Connection, user: str, collection: str, edges: list[Triple]) -> dict[str, list]:
     """Canonical edge string → its source chains (``[{uri, type, label}, ...]`` from subgraph to document)."""
-    from trustgraph_flow.retrieval.graph_rag.sources import (
-        SOURCE_DEPTH, SOURCE_DESCRIBE, SOURCE_FOLLOW, SOURCE_TYPES, build_source_chains, source_patterns,
-    )
+    from trustgraph_flow.retrieval.graph_rag.sources import build_source_chains, source_patterns, source_walk
 
     if not edges:
         return {}
-    found = await query(conn, user, collection, source_patterns(edges), follow=SOURCE_FOLLOW,
-                        follow_depth=SOURCE_DEPTH, describe=SOURCE_DESCRIBE, describe_types=SOURCE_TYPES)
+    found = await query(conn, user, collection, source_patterns(edges), **source_walk())
     out: dict[str, list] = {}
     for es in build_source_chains(edges, found):
         key = serialize_term(Term(TRIPLE, triple=es.edge))
@@ -84,15 +81,14 @@ async def edge_chains(conn: Connection, user: str, collection: str, edges: list[
 
 async def chunk_chains(conn: Connection, user: str, collection: str, chunks: list[str]) -> dict[str, list]:
     """Chunk URI → ``[[chunk, page, document]]`` links (with labels) from extraction provenance."""
-    from trustgraph_flow.retrieval.graph_rag.sources import SOURCE_DESCRIBE, SOURCE_FOLLOW, SOURCE_TYPES
+    from trustgraph_flow.retrieval.graph_rag.sources import source_walk
 
     if not chunks:
         return {}
     typ = Term(IRI, ns.RDF_TYPE)
     found = await query(conn, user, collection,
                         [TriplePattern(s=Term(IRI, c), p=typ, g=ns.GRAPH_SOURCE, limit=5) for c in chunks],
-                        follow=SOURCE_FOLLOW, follow_depth=3, describe=SOURCE_DESCRIBE,
-                        describe_types=SOURCE_TYPES)
+                        **source_walk(depth=3))
     parent, label, kind = {}, {}, {}
     names = {ns.TG_CHUNK_TYPE: "chunk", ns.TG_PAGE_TYPE: "page", ns.TG_DOCUMENT_TYPE: "document"}
     for t in found:

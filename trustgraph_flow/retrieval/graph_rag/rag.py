@@ -37,7 +37,7 @@ from ...common.background_writes import BackgroundWrites, stage_write
 from .labels import get_labelgraph, term_label
 from .selection import SelectionResult, resolve_selection
 from .sources import (
-    SOURCE_DEPTH, SOURCE_DESCRIBE, SOURCE_FOLLOW, SOURCE_TYPES, build_source_chains, source_documents, source_patterns,
+    build_source_chains, source_documents, source_patterns, source_walk,
 )
 from .subgraph import Subgraph, exploration_patterns, label_patterns
 
@@ -248,9 +248,7 @@ class _Run:
         try:
             edge_sources: list[EdgeSource] = []
             if self.explain and edges:
-                found = await self.ports.query(req.user, req.collection, source_patterns(edges),
-                                               follow=SOURCE_FOLLOW, follow_depth=SOURCE_DEPTH,
-                                               describe=SOURCE_DESCRIBE, describe_types=SOURCE_TYPES)
+                found = await self.ports.query(req.user, req.collection, source_patterns(edges), **source_walk())
                 edge_sources = build_source_chains(edges, found)
             focus_uri = uris.focus_uri(self.session)
             await self._explain(focus_uri, focus_triples(focus_uri, uris.exploration_uri(self.session),

@@ -8,7 +8,7 @@ request (``follow`` / ``describe``); :func:`build_source_chains` assembles it pe
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.rdf.terms import serialize_term
@@ -17,7 +17,7 @@ from trustgraph_base.schema import (
 )
 
 __all__ = ["source_patterns", "build_source_chains", "source_documents", "SOURCE_FOLLOW", "SOURCE_DESCRIBE",
-           "SOURCE_DEPTH", "SOURCE_TYPES"]
+           "SOURCE_DEPTH", "SOURCE_TYPES", "source_walk"]
 
 SOURCE_FOLLOW = [ns.PROV_WAS_DERIVED_FROM]
 SOURCE_DESCRIBE = [ns.RDFS_LABEL, ns.RDF_TYPE]
@@ -28,6 +28,13 @@ _TYPES = {ns.TG_SUBGRAPH_TYPE: "subgraph", ns.TG_CHUNK_TYPE: "chunk", ns.TG_PAGE
 #: The node classes a chain uses: the walk leaves out every other ``rdf:type`` row (``prov:Entity``,
 #: on every node, was a quarter of a GraphRAG query's source-chain response).
 SOURCE_TYPES = list(_TYPES)
+
+
+def source_walk(depth: int = SOURCE_DEPTH) -> dict[str, Any]:
+    """The chain-walk arguments of a triples query (``follow``, ``follow_depth``, ``describe``,
+    ``describe_types``) that reach the document from the nodes the patterns find, ``depth`` links up."""
+    return {"follow": SOURCE_FOLLOW, "follow_depth": depth, "describe": SOURCE_DESCRIBE,
+            "describe_types": SOURCE_TYPES}
 
 
 def source_patterns(edges: Sequence[Triple], per_edge: int = 5) -> list[TriplePattern]:
