@@ -16,7 +16,7 @@ import pytest
 from trustgraph_base.schema import Triple, TriplePattern, iri, literal, triple_term
 from trustgraph_base.store.errors import StoreError, StoreUnavailable
 from trustgraph_base.store.names import user_file
-from trustgraph_base.store.sqlite.triples import SqliteTriplesStore
+from trustgraph_base.store.sqlite.triples import PAGE_SIZE, SqliteTriplesStore
 from trustgraph_base.store.triples import open_triples_store
 
 pytestmark = pytest.mark.unit
@@ -46,6 +46,24 @@ def test_one_wal_file_per_user_under_home(store, tmp_path):
     with raw(tmp_path, "alice") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM quads").fetchone()[0] == 1
+
+
+def test_new_files_get_16k_pages_and_older_files_keep_theirs(tmp_path):
+    """New files use PAGE_SIZE; a file made with SQLite's default 4 KiB pages still opens and works."""
+    s = SqliteTriplesStore(tmp_path)
+    s.insert("new", "c", [Triple(A, P, B)])
+    old = user_file("triples", "old", home=tmp_path)
+    old.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(old) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+    s.insert("old", "c", [Triple(A, P, B), Triple(B, P, A)])
+    assert s.query("old", "c", TriplePattern(s=B)) == [Triple(B, P, A)]
+    s.close()
+    with raw(tmp_path, "new") as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
+    with raw(tmp_path, "old") as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
 
 
 def test_default_home_is_tg_home(tmp_path, monkeypatch):

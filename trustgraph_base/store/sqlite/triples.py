@@ -55,6 +55,9 @@ __all__ = ["SqliteTriplesStore"]
 
 SCHEMA_VERSION = "3"
 
+#: Page size of new files, in bytes (see :meth:`SqliteTriplesStore._open`).
+PAGE_SIZE = 16384
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS collections (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
@@ -160,12 +163,16 @@ class SqliteTriplesStore:
 
     def _open(self, path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout)
+        # 16 KiB pages (only a new, empty file takes this): a bulk load dirties fewer, fuller
+        # pages per commit; 1M-triple insert 55-58k -> 67-71k triples/s on this machine.
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         enable_wal(conn, self._busy_timeout)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{self._cache_kib}")
         # Checkpoint every ~40 MiB of WAL instead of 4 MiB: bulk loads rewrite the same index
         # pages in consecutive transactions, and each checkpoint copies (and syncs) them again.
-        conn.execute("PRAGMA wal_autocheckpoint=10000")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint={(40 << 20) // page_size}")
         conn.execute("PRAGMA temp_store=MEMORY")
         with self._lock:
             if path not in self._initialised:
