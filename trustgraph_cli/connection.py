@@ -93,7 +93,7 @@ class Connection:
             s = SERVICES[service]
             c = RequestResponseClient(self.backend, service, request_queue(service, self.flow),
                                       response_queue(service, self.flow), s.request, s.response,
-                                      timeout=self.timeout, owner="cli")
+                                      timeout=self.timeout, owner="cli", resend_after=s.resend_after(self.timeout))
             await c.start()
             self._clients[service] = c
         return c

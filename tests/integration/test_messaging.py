@@ -26,6 +26,7 @@ class Ask:
     parts: int = 1
     delay: float = 0.0
     fail: bool = False
+    drop_first: bool = False  # an injected fault: the first delivery of this text is never answered
 
 
 @dataclass
@@ -50,11 +51,16 @@ class EchoService(Processor):
 
     def __init__(self, **params):
         super().__init__(**params)
+        self.seen: list[str] = []
         self.add(ConsumerSpec("request", request_queue("echo", self.flow), Ask, self.on_ask,
                               response_queue=response_queue("echo", self.flow), response_schema=Answer,
                               error_response=lambda e: Answer(error=e, end_of_stream=True)))
 
     async def on_ask(self, msg: Ask, ctx) -> None:
+        first = msg.text not in self.seen
+        self.seen.append(msg.text)
+        if msg.drop_first and first:
+            return  # as if the request (or its reply) was lost on a non-persistent topic
         if msg.fail:
             raise RuntimeError("asked to fail")
         for i in range(msg.parts):
@@ -86,9 +92,9 @@ class JobWorker(Processor):
         self.record.append((msg.key, self.id + str(id(self)), ctx.redelivery_count))
 
 
-def client_for(backend, flow, timeout=10.0) -> RequestResponseClient:
+def client_for(backend, flow, timeout=10.0, resend_after=None) -> RequestResponseClient:
     return RequestResponseClient(backend, "echo", request_queue("echo", flow), response_queue("echo", flow),
-                                 Ask, Answer, timeout=timeout, owner="test")
+                                 Ask, Answer, timeout=timeout, owner="test", resend_after=resend_after)
 
 
 async def wait_for(predicate, timeout=15.0):
@@ -133,6 +139,36 @@ async def test_timeout_names_the_service(backend, flow_name):
     async with client_for(backend, flow_name, timeout=0.5) as client:
         with pytest.raises(RequestTimeout, match="echo did not answer within 0.5 s"):
             await client.request(Ask(text="nobody home"))
+
+
+async def test_a_lost_request_is_sent_again_when_the_client_may_resend(backend, flow_name):
+    svc = EchoService(backend=backend, flow=flow_name)
+    await svc.start()
+    async with client_for(backend, flow_name, timeout=10.0, resend_after=0.5) as client:
+        reply = await client.request(Ask(text="lost once", drop_first=True))
+    async with client_for(backend, flow_name, timeout=1.0) as client:  # no resend: the loss is a time-out
+        with pytest.raises(RequestTimeout, match=r"echo did not answer within 1 s \(request [0-9a-f]+\)$"):
+            await client.request(Ask(text="lost, no resend", drop_first=True))
+    await svc.stop()
+    assert reply.text == "lost once:0"
+    assert svc.seen.count("lost once") == 2 and svc.seen.count("lost, no resend") == 1
+
+
+async def test_a_resent_stream_follows_one_attempt_only(backend, flow_name):
+    """The first attempt answers slowly, so the request goes out three times; the client still gets one
+    clean stream (the other attempts' replies are dropped), and the time-out message counts the sends."""
+    svc = EchoService(backend=backend, flow=flow_name, concurrency=4)
+    await svc.start()
+    async with client_for(backend, flow_name, timeout=10.0, resend_after=0.3) as client:
+        got = [r async for r in client.stream(Ask(text="slow", parts=4, delay=0.5))]
+        served = {r.served_by for r in got}
+    async with client_for(backend, flow_name, timeout=1.0, resend_after=0.4) as client:
+        with pytest.raises(RequestTimeout, match=r"\(request [0-9a-f]+, sent 3 times\)"):
+            await client.request(Ask(text="never", parts=1, delay=5.0))
+    await svc.stop()
+    assert [r.index for r in got] == [0, 1, 2, 3] and got[-1].end_of_stream
+    assert len(served) == 1
+    assert svc.seen.count("slow") >= 2
 
 
 async def test_shared_subscription_spreads_load(backend, flow_name):
@@ -209,14 +245,14 @@ async def test_undecodable_request_gets_error_reply(backend, flow_name):
     svc = EchoService(backend=backend, flow=flow_name)
     await svc.start()
     client = await client_for(backend, flow_name).start()
-    rid, queue = await client._send(Ask(text="warm-up"))  # normal request path works
-    await client._next(rid, queue, 10)
-    client._pending.pop(rid, None)
+    assert (await client.request(Ask(text="warm-up"))).text == "warm-up:0"  # normal request path works
     queue2: asyncio.Queue = asyncio.Queue()
-    client._pending["raw"] = queue2
+    client._pending["raw"] = queue2  # route the raw request's reply (the client's reader files it by id)
     raw = await backend.create_producer(request_queue("echo", flow_name))
     await raw.send(b"{not json", {"id": "raw", "reply-to": client.reply_queue})
-    reply = decode(Answer, await asyncio.wait_for(queue2.get(), 10))
+    rid, data = await asyncio.wait_for(queue2.get(), 10)
+    reply = decode(Answer, data)
+    assert rid == "raw"
     await raw.close()
     await client.stop()
     await svc.stop()

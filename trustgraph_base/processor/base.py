@@ -156,7 +156,7 @@ class Processor:
         for spec in self._client_specs:
             client = RequestResponseClient(self.backend, spec.service, spec.request_queue, spec.response_queue,
                                            spec.request_schema, spec.response_schema, timeout=spec.timeout,
-                                           is_final=spec.is_final, owner=self.id)
+                                           is_final=spec.is_final, owner=self.id, resend_after=spec.resend_after)
             self._clients[spec.name] = await client.start()
         await self.on_start()
         for spec in self._consumer_specs:

@@ -8,6 +8,12 @@ and a broker drops what a busy connection cannot take, no client's connection ca
 everyone else's replies (TrustGraph's single shared response topic does, and loses large
 replies under load).  Replies for unknown ids (a call that already timed out) are acked and
 dropped.  ``stop()`` removes the subscription, so clients never leak subscriptions.
+
+Non-persistent topics lose a message now and then (a broker drops what a slow connection
+cannot take), and a lost request or reply would cost the caller its whole timeout.  A client
+of an idempotent service (a store read, an embedding) is therefore given ``resend_after``: if
+no reply has come by then, the request goes out again under a new id, until the timeout; the
+first reply of any attempt is taken and a stream then follows that attempt only.
 """
 
 from __future__ import annotations
@@ -67,7 +73,8 @@ class RequestResponseClient:
 
     def __init__(self, backend: Backend, service: str, request_queue: str, response_queue: str,
                  request_schema: type, response_schema: type, *, timeout: float = 60.0,
-                 is_final: Callable[[Any], bool] | None = None, owner: str = "client"):
+                 is_final: Callable[[Any], bool] | None = None, owner: str = "client",
+                 resend_after: float | None = None):
         self.backend = backend
         self.service = service
         self.request_queue = request_queue
@@ -77,6 +84,10 @@ class RequestResponseClient:
         self.timeout = timeout
         self.is_final = is_final or default_is_final(response_schema)
         self.owner = owner
+        if resend_after is not None and resend_after <= 0:
+            raise ValueError("resend_after must be positive")
+        #: Seconds without any reply after which the request is sent again (``None``: never).
+        self.resend_after = resend_after
         token = uuid.uuid4().hex[:12]
         self.subscription = f"{owner}--{service}--rr-{token}"
         self.reply_queue = f"{response_queue}:r-{token}"
@@ -110,61 +121,99 @@ class RequestResponseClient:
                 log.warning("%s: reply reader error: %s", self.service, e)
                 await asyncio.sleep(0.5)
                 continue
-            queue = self._pending.get(msg.properties.get("id", ""))
+            rid = msg.properties.get("id", "")
+            queue = self._pending.get(rid)
             if queue is not None:
-                queue.put_nowait(msg.data)
+                queue.put_nowait((rid, msg.data))
             try:
                 await self._consumer.ack(msg)
             except Exception:  # noqa: BLE001 - ack of a dropped connection; the reply was already routed
                 pass
 
-    async def _send(self, request: Any) -> tuple[str, asyncio.Queue]:
+    async def _send(self, payload: bytes, queue: asyncio.Queue, rids: list[str]) -> None:
+        """Send one attempt under a new id routed to ``queue``; the id is appended to ``rids``."""
         if self._producer is None:
             await self.start()
+        rid = uuid.uuid4().hex
+        self._pending[rid] = queue
+        rids.append(rid)
+        await self._producer.send(payload, {"id": rid, "reply-to": self.reply_queue})
+
+    def _encode(self, request: Any) -> bytes:
         if not isinstance(request, self.request_schema):
             raise TypeError(f"{self.service} expects {self.request_schema.__name__}, "
                             f"got {type(request).__name__}")
-        rid = uuid.uuid4().hex
-        queue: asyncio.Queue = asyncio.Queue()
-        self._pending[rid] = queue
-        try:
-            await self._producer.send(encode(request), {"id": rid, "reply-to": self.reply_queue})
-        except BaseException:
-            self._pending.pop(rid, None)
-            raise
-        return rid, queue
+        return encode(request)
 
-    async def _next(self, rid: str, queue: asyncio.Queue, timeout: float) -> Any:
-        try:
-            data = await asyncio.wait_for(queue.get(), timeout)
-        except asyncio.TimeoutError:
-            REQUESTS.labels(self.owner, self.service, "timeout").inc()
-            raise RequestTimeout(f"{self.service} did not answer within {timeout:g} s (request {rid})") from None
-        return decode(self.response_schema, data)
+    def _timed_out(self, rids: list[str], timeout: float) -> RequestTimeout:
+        REQUESTS.labels(self.owner, self.service, "timeout").inc()
+        sent = f", sent {len(rids)} times" if len(rids) > 1 else ""
+        return RequestTimeout(f"{self.service} did not answer within {timeout:g} s (request {rids[0]}{sent})")
+
+    async def _first_reply(self, request: Any, queue: asyncio.Queue, rids: list[str],
+                           timeout: float) -> tuple[str, bytes]:
+        """Send ``request`` and wait for the first reply of any attempt, resending every ``resend_after`` s."""
+        payload = self._encode(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await self._send(payload, queue, rids)
+        while True:
+            left = deadline - loop.time()
+            wait = min(left, self.resend_after) if self.resend_after else left
+            try:
+                return await asyncio.wait_for(queue.get(), max(wait, 0.0))
+            except asyncio.TimeoutError:
+                if wait >= left:
+                    raise self._timed_out(rids, timeout) from None
+            log.warning("%s: no reply to request %s after %g s, sending it again", self.service, rids[0],
+                        timeout - (deadline - loop.time()))
+            REQUESTS.labels(self.owner, self.service, "resent").inc()
+            await self._send(payload, queue, rids)
+
+    def _forget(self, rids: list[str]) -> None:
+        for rid in rids:
+            self._pending.pop(rid, None)
 
     async def request(self, request: Any, timeout: float | None = None) -> Any:
         """Send one request and return its (first) reply."""
-        rid, queue = await self._send(request)
+        queue: asyncio.Queue = asyncio.Queue()
+        rids: list[str] = []
         try:
-            response = await self._next(rid, queue, timeout or self.timeout)
+            _rid, data = await self._first_reply(request, queue, rids, timeout or self.timeout)
+            response = decode(self.response_schema, data)
             REQUESTS.labels(self.owner, self.service, "ok").inc()
             return response
         finally:
-            self._pending.pop(rid, None)
+            self._forget(rids)
 
     async def stream(self, request: Any, timeout: float | None = None) -> AsyncIterator[Any]:
-        """Send one request and yield replies until the final one; ``timeout`` applies to each reply."""
-        rid, queue = await self._send(request)
+        """Send one request and yield replies until the final one; ``timeout`` applies to each reply.
+
+        If the request was sent more than once, the attempt that answered first is followed and
+        the other attempts' replies are dropped.
+        """
+        timeout = timeout or self.timeout
+        queue: asyncio.Queue = asyncio.Queue()
+        rids: list[str] = []
         try:
+            rid, data = await self._first_reply(request, queue, rids, timeout)
+            self._forget([r for r in rids if r != rid])
             while True:
-                response = await self._next(rid, queue, timeout or self.timeout)
+                response = decode(self.response_schema, data)
                 yield response
                 if self.is_final(response) or (getattr(response, "error", None) is not None
                                                 and self._error_is_final(response)):
                     REQUESTS.labels(self.owner, self.service, "ok").inc()
                     return
+                while True:
+                    try:
+                        got, data = await asyncio.wait_for(queue.get(), timeout)
+                    except asyncio.TimeoutError:
+                        raise self._timed_out([rid], timeout) from None
+                    if got == rid:  # replies of an abandoned attempt that were already queued
+                        break
         finally:
-            self._pending.pop(rid, None)
+            self._forget(rids)
 
     def _error_is_final(self, response: Any) -> bool:
         # A reply carrying an error ends the stream only if the schema has no other way to

@@ -66,6 +66,8 @@ class RequestResponseSpec:
     :param service: the service's name, used in timeout and error messages.
     :param is_final: which response ends a stream (default: the schema's completion flag).
     :param timeout: seconds to wait for each response message.
+    :param resend_after: seconds without a first reply after which the request is sent again
+        (idempotent services only; ``None``: never).
     """
 
     name: str
@@ -76,3 +78,4 @@ class RequestResponseSpec:
     response_schema: type
     timeout: float = 60.0
     is_final: Callable[[Any], bool] | None = None
+    resend_after: float | None = None

@@ -23,25 +23,40 @@ from trustgraph_base.schema import (
 
 @dataclass(frozen=True)
 class Service:
-    """A request/response service: its name, schemas, default client timeout and error reply."""
+    """A request/response service: its name, schemas, default client timeout and error reply.
+
+    ``idempotent`` services (reads, embeddings) may get a request twice: their clients send a
+    request again when no reply came within a third of the timeout (a lost non-persistent message).
+    """
 
     name: str
     request: type
     response: type
     timeout: float
     error_reply: Callable[[Error], Any]
+    idempotent: bool = False
+
+    def resend_after(self, timeout: float | None = None) -> float | None:
+        """Seconds a client waits for a first reply before sending again (``None``: never)."""
+        return (timeout or self.timeout) / SEND_ATTEMPTS if self.idempotent else None
+
+
+#: How many times a client of an idempotent service sends a request before its timeout.
+SEND_ATTEMPTS = 3
 
 
 SERVICES: dict[str, Service] = {s.name: s for s in [
     Service("triples", TriplesQueryRequest, TriplesQueryResponse, 30.0,
-            lambda e: TriplesQueryResponse(error=e, is_final=True)),
-    Service("trace-list", TraceListRequest, TraceListResponse, 30.0, lambda e: TraceListResponse(error=e)),
+            lambda e: TriplesQueryResponse(error=e, is_final=True), idempotent=True),
+    Service("trace-list", TraceListRequest, TraceListResponse, 30.0, lambda e: TraceListResponse(error=e),
+            idempotent=True),
     Service("trace-admin", TraceAdminRequest, TraceAdminResponse, 600.0, lambda e: TraceAdminResponse(error=e)),
     Service("graph-embeddings", GraphEmbeddingsRequest, GraphEmbeddingsResponse, 30.0,
-            lambda e: GraphEmbeddingsResponse(error=e)),
+            lambda e: GraphEmbeddingsResponse(error=e), idempotent=True),
     Service("document-embeddings", DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, 30.0,
-            lambda e: DocumentEmbeddingsResponse(error=e)),
-    Service("embeddings", EmbeddingsRequest, EmbeddingsResponse, 120.0, lambda e: EmbeddingsResponse(error=e)),
+            lambda e: DocumentEmbeddingsResponse(error=e), idempotent=True),
+    Service("embeddings", EmbeddingsRequest, EmbeddingsResponse, 120.0, lambda e: EmbeddingsResponse(error=e),
+            idempotent=True),
     Service("text-completion", TextCompletionRequest, TextCompletionResponse, 600.0,
             lambda e: TextCompletionResponse(error=e, end_of_stream=True)),
     Service("prompt", PromptRequest, PromptResponse, 600.0, lambda e: PromptResponse(error=e, end_of_stream=True)),
@@ -75,7 +90,8 @@ def client_spec(service: str, flow: str, *, name: str | None = None, timeout: fl
     """A typed client spec for ``service`` (named ``name``, default the service name)."""
     s = SERVICES[service]
     return RequestResponseSpec(name or service, service, request_queue(service, flow), response_queue(service, flow),
-                               s.request, s.response, timeout=timeout or s.timeout, is_final=is_final)
+                               s.request, s.response, timeout=timeout or s.timeout, is_final=is_final,
+                               resend_after=s.resend_after(timeout))
 
 
 def request_spec(service: str, flow: str, handler, *, name: str = "request", concurrency: int | None = None) -> ConsumerSpec:
