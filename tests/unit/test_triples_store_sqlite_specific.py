@@ -45,7 +45,8 @@ def test_one_wal_file_per_user_under_home(store, tmp_path):
     assert len(set(files)) == 2
     with raw(tmp_path, "alice") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT count(*) FROM quads").fetchone()[0] == 1
+        assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("quads", "quads_o", "quads_p")] \
+            == [1, 1, 1]
 
 
 def test_new_files_get_16k_pages_and_older_files_keep_theirs(tmp_path):
@@ -75,7 +76,7 @@ def test_default_home_is_tg_home(tmp_path, monkeypatch):
 
 
 def test_every_bound_pattern_is_an_index_search_never_a_scan(store, tmp_path):
-    """Each pattern with s, p or o bound seeks an index on a bound leading column; none scans quads.
+    """Each pattern with s, p or o bound seeks one of the three quad tables on a bound leading column; none scans.
 
     The other bound positions (e.g. the graph) may be checked on the rows of that range rather
     than in the seek: the embedded store keeps three B-trees, not six (see the module docstring).
@@ -88,9 +89,9 @@ def test_every_bound_pattern_is_an_index_search_never_a_scan(store, tmp_path):
             pattern = TriplePattern(**{x: pk[x] for x in bound if x != "g"}, g="urn:g" if "g" in bound else None)
             from trustgraph_base.store.triples import check_pattern
 
-            hint, where, params = store._where(1, check_pattern(pattern))
+            table, where, params = store._where(1, check_pattern(pattern))
             plan = " | ".join(r[3] for r in conn.execute(
-                f"EXPLAIN QUERY PLAN SELECT 1 FROM quads AS q {hint} WHERE {where}", params))
+                f"EXPLAIN QUERY PLAN SELECT 1 FROM {table} AS q WHERE {where}", params))
             if bound == ("g",):
                 continue  # graph-only: a scan of the collection's rows, like an unbound pattern
             assert "SEARCH q USING" in plan and "SCAN q" not in plan, (bound, plan)
@@ -281,6 +282,59 @@ def test_an_abandoned_iterator_does_not_block_writers(store):
     store.insert("u", "c", [Triple(B, P, A)])
     del pages
     assert store.count("u", "c", TriplePattern()) == 51
+
+
+#: The schema-3 layout (one quads table with two covering indexes), as files written before schema 4 hold it.
+_SCHEMA_3 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE collections (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
+CREATE TABLE terms (id INTEGER PRIMARY KEY, h INTEGER NOT NULL, text TEXT NOT NULL);
+CREATE INDEX terms_h ON terms (h);
+CREATE TABLE quads (
+    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
+    PRIMARY KEY (c, s, p, o, g)) WITHOUT ROWID;
+CREATE INDEX quads_ops ON quads (c, o, p, s, g);
+CREATE INDEX quads_pgo ON quads (c, p, g, o, s);
+CREATE TABLE traces (
+    c INTEGER NOT NULL, uri TEXT NOT NULL, type TEXT NOT NULL, question TEXT NOT NULL, time TEXT NOT NULL,
+    ts INTEGER NOT NULL, parent TEXT NOT NULL, PRIMARY KEY (c, uri)) WITHOUT ROWID;
+CREATE INDEX traces_time ON traces (c, ts, uri);
+CREATE INDEX traces_type_time ON traces (c, type, ts, uri);
+INSERT INTO meta (key, value) VALUES ('schema_version', '3'), ('terms_epoch', '0');
+"""
+
+
+def test_a_schema_3_file_is_converted_and_answers_as_before(tmp_path):
+    """A file of the one-table layout is converted on first open: same answers on every table, then writable."""
+    data = _graph(200)
+    reference = SqliteTriplesStore(home=tmp_path / "ref")
+    reference.insert("u", "c", data)
+    old = user_file("triples", "u", home=tmp_path / "old")
+    old.parent.mkdir(parents=True)
+    with sqlite3.connect(old) as conn:        # the same data, written in the schema-3 layout
+        conn.executescript(_SCHEMA_3)
+        ref = raw(tmp_path / "ref", "u")
+        conn.executemany("INSERT INTO collections VALUES (?, ?)", ref.execute("SELECT id, name FROM collections"))
+        conn.executemany("INSERT INTO terms VALUES (?, ?, ?)", ref.execute("SELECT id, h, text FROM terms"))
+        conn.executemany("INSERT INTO quads VALUES (?, ?, ?, ?, ?)", ref.execute("SELECT c, s, p, o, g FROM quads"))
+        ref.close()
+    converted = SqliteTriplesStore(home=tmp_path / "old")
+    edge = data[1]
+    for pattern in (TriplePattern(s=edge.s), TriplePattern(o=edge.o), TriplePattern(p=P, limit=5000),
+                    TriplePattern(o=triple_term(edge.s, edge.p, edge.o), g="urn:graph:source"),
+                    TriplePattern(p=P, o=literal("label 7"))):
+        assert converted.query("u", "c", pattern) == reference.query("u", "c", pattern), pattern
+    assert converted.count("u", "c", TriplePattern()) == len(data)
+    converted.insert("u", "c", [Triple(A, P, B)])
+    assert converted.query("u", "c", TriplePattern(o=B)) == [Triple(A, P, B)]
+    converted.close()
+    reference.close()
+    with raw(tmp_path / "old", "u") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
+        assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("quads", "quads_o", "quads_p")] \
+            == [len(data) + 1] * 3
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert not indexes & {"quads_ops", "quads_pgo"}
 
 
 def test_a_file_of_another_schema_version_is_refused(tmp_path):

@@ -11,18 +11,24 @@ Why it is laid out this way:
   garbage-collects terms) makes every writer drop a stale cache at the start of its
   transaction.  Readers never use the cache: bound terms are looked up inside the same
   statement.
-* **Three B-trees.**  ``quads`` is a ``WITHOUT ROWID`` table keyed ``(c, s, p, o, g)``, with
-  covering indexes ``(c, o, p, s, g)`` and ``(c, p, g, o, s)``.  Every pattern with ``s``, ``o``
-  or ``p`` bound starts with an equality prefix of one of them; the remaining bound positions
-  (often the graph) are checked on the rows of that range inside the same statement, so the
-  graph filter always applies before ``LIMIT`` and results are exact.  The ranges are small
-  (one subject's or one object's rows), which is why the embedded store does not pay for the
-  six B-trees a strict prefix for all 15 bound combinations would need: each triple costs
-  three B-tree inserts instead of six, doubling bulk-insert throughput.  (Cassandra does keep
-  the strict single-partition property: there a filter would need ``ALLOW FILTERING``.)
-  Only graph-only and unbound patterns scan the collection.
+* **Three B-trees, one per access order.**  The quads are stored three times, in three
+  ``WITHOUT ROWID`` tables with the same columns: ``quads`` keyed ``(c, s, p, o, g)``,
+  ``quads_o`` keyed ``(c, o, p, s, g)`` and ``quads_p`` keyed ``(c, p, g, o, s)``.  Every
+  pattern with ``s``, ``o`` or ``p`` bound starts with an equality prefix of one of them; the
+  remaining bound positions (often the graph) are checked on the rows of that range inside the
+  same statement, so the graph filter always applies before ``LIMIT`` and results are exact.
+  The ranges are small (one subject's or one object's rows), which is why the embedded store
+  does not pay for the six orders a strict prefix for all 15 bound combinations would need.
+  (Cassandra does keep the strict single-partition property: there a filter would need
+  ``ALLOW FILTERING``.)  Only graph-only and unbound patterns scan the collection.
+* **Sorted bulk writes.**  An insert stages its rows in a temporary table and copies them into
+  each of the three tables with one ``INSERT ... SELECT ... ORDER BY`` in that table's key
+  order, and new terms get their ids in look-up-hash order: every B-tree then takes the batch
+  in key order (neighbouring inserts share pages) and the row loop runs inside SQLite.  Three
+  tables rather than one table with two indexes, because an index is maintained row by row in
+  the table's order, i.e. at random positions (measured in ``bench/README.md``).
 * **Collections** are rows of ``collections`` (``AUTOINCREMENT``: a deleted collection's id is
-  never reused); ``c`` leads every index, so one collection never sees another's rows.
+  never reused); ``c`` leads every key, so one collection never sees another's rows.
 * **Trace index**: ``traces`` keyed ``(c, uri)`` with indexes ``(c, ts, uri)`` and
   ``(c, type, ts, uri)``; listing reads one index range backwards, ``O(limit)``.
 * **Threads**: services call the store from worker threads; each thread gets its own
@@ -34,6 +40,7 @@ Why it is laid out this way:
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import zlib
@@ -53,7 +60,9 @@ from .wal import enable_wal
 
 __all__ = ["SqliteTriplesStore"]
 
-SCHEMA_VERSION = "3"
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "4"
 
 #: Page size of new files, in bytes (see :meth:`SqliteTriplesStore._open`).
 PAGE_SIZE = 16384
@@ -66,40 +75,53 @@ CREATE INDEX IF NOT EXISTS terms_h ON terms (h);
 CREATE TABLE IF NOT EXISTS quads (
     c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
     PRIMARY KEY (c, s, p, o, g)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS quads_ops ON quads (c, o, p, s, g);
-CREATE INDEX IF NOT EXISTS quads_pgo ON quads (c, p, g, o, s);
+CREATE TABLE IF NOT EXISTS quads_o (
+    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
+    PRIMARY KEY (c, o, p, s, g)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS quads_p (
+    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
+    PRIMARY KEY (c, p, g, o, s)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS traces (
     c INTEGER NOT NULL, uri TEXT NOT NULL, type TEXT NOT NULL, question TEXT NOT NULL, time TEXT NOT NULL,
     ts INTEGER NOT NULL, parent TEXT NOT NULL, PRIMARY KEY (c, uri)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS traces_time ON traces (c, ts, uri);
 CREATE INDEX IF NOT EXISTS traces_type_time ON traces (c, type, ts, uri);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '3'), ('terms_epoch', '0');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '4'), ('terms_epoch', '0');
 """
 
-#: The primary key's own index is named by SQLite; naming it too matters: left to itself, the
-#: planner (no ANALYZE statistics) may take ``quads_pgo`` for an ``s p g`` pattern and walk
-#: every ``rdf:type`` row of a graph instead of the subject's few rows.
-_PRIMARY_KEY = "sqlite_autoindex_quads_1"
-_ORDERS = ((_PRIMARY_KEY, "spog"), ("quads_ops", "opsg"), ("quads_pgo", "pgos"))
+#: The three copies of the quads and their key orders.
+_TABLES = (("quads", "spog"), ("quads_o", "opsg"), ("quads_p", "pgos"))
+
+#: Each table's key order after the collection, for ``INSERT ... SELECT ... ORDER BY``.
+_ORDER_BY = {table: ", ".join(order) for table, order in _TABLES}
 
 
-def _best_index(bound: frozenset) -> str:
-    """The index whose leading columns cover most of the bound positions (ties: the primary key, ``s`` first)."""
+def _best_table(bound: frozenset) -> str:
+    """The table whose leading key columns cover most of the bound positions (ties: ``quads``, ``s`` first)."""
     def covered(order: str) -> int:
         n = 0
         while n < len(order) and order[n] in bound:
             n += 1
         return n
 
-    return max(_ORDERS, key=lambda item: covered(item[1]))[0]
+    return max(_TABLES, key=lambda item: covered(item[1]))[0]
 
 
-#: Which index serves each set of bound positions (``s``, ``p``, ``o``, ``g``).
-_INDEX_FOR: dict[frozenset, str] = {
-    frozenset(b): _best_index(frozenset(b))
+#: Which table serves each set of bound positions (``s``, ``p``, ``o``, ``g``).
+_TABLE_FOR: dict[frozenset, str] = {
+    frozenset(b): _best_table(frozenset(b))
     for b in ("", "s", "p", "o", "g", "sp", "so", "sg", "po", "pg", "og", "spo", "spg", "sog", "pog", "spog")}
 
-_SELECT = ("SELECT ts.text, tp.text, tob.text, tg.text FROM quads AS q {hint} "
+#: Schema 3 (one ``quads`` table with two indexes) -> 4: the indexes become tables of their own.
+_MIGRATE_FROM_3 = (
+    "INSERT INTO quads_o (c, s, p, o, g) SELECT c, s, p, o, g FROM quads INDEXED BY quads_ops ORDER BY c, o, p, s, g",
+    "INSERT INTO quads_p (c, s, p, o, g) SELECT c, s, p, o, g FROM quads INDEXED BY quads_pgo ORDER BY c, p, g, o, s",
+    "DROP INDEX quads_ops",
+    "DROP INDEX quads_pgo",
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+)
+
+_SELECT = ("SELECT ts.text, tp.text, tob.text, tg.text FROM {table} AS q "
            "CROSS JOIN terms AS ts ON ts.id = q.s CROSS JOIN terms AS tp ON tp.id = q.p "
            "CROSS JOIN terms AS tob ON tob.id = q.o LEFT JOIN terms AS tg ON tg.id = q.g ")
 _TERM_ID = "(SELECT id FROM terms WHERE h = ? AND text = ?)"
@@ -174,6 +196,7 @@ class SqliteTriplesStore:
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute(f"PRAGMA wal_autocheckpoint={(40 << 20) // page_size}")
         conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("CREATE TEMP TABLE staged_quads (s INTEGER, p INTEGER, o INTEGER, g INTEGER)")
         with self._lock:
             if path not in self._initialised:
                 conn.execute("BEGIN IMMEDIATE")
@@ -181,6 +204,11 @@ class SqliteTriplesStore:
                     if statement.strip():
                         conn.execute(statement)
                 version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+                if version == "3":
+                    log.info("%s: converting the triple store from schema 3 to 4 (one table per key order)", path)
+                    for statement in _MIGRATE_FROM_3:
+                        conn.execute(statement)
+                    version = "4"
                 conn.execute("COMMIT")
                 if version != SCHEMA_VERSION:
                     conn.close()
@@ -254,8 +282,7 @@ class SqliteTriplesStore:
             cid = self._collection_id(conn, collection)
             ids, new = _intern(conn, cache.ids, quads)
             graph_ids = {g: ids[f"<{g}>"] if g else 0 for g in {q[3] for q in quads}}
-            rows = sorted([(cid, ids[s], ids[p], ids[o], graph_ids[g]) for s, p, o, g in quads])
-            conn.executemany("INSERT OR IGNORE INTO quads (c, s, p, o, g) VALUES (?, ?, ?, ?, ?)", rows)
+            _insert_quads(conn, cid, [(ids[s], ids[p], ids[o], graph_ids[g]) for s, p, o, g in quads])
             if traces:
                 _index_traces(conn, cid, traces)
         cache.remember(epoch, new)
@@ -276,12 +303,16 @@ class SqliteTriplesStore:
             cid = self._collection_id(conn, collection)
             if cid is None:
                 return 0
-            before = conn.total_changes
-            conn.executemany(
-                f"DELETE FROM quads WHERE c = ? AND s = {_TERM_ID} AND p = {_TERM_ID} AND o = {_TERM_ID} "
-                f"AND g = CASE WHEN ? = '' THEN 0 ELSE {_TERM_ID} END",
-                [(cid, _hash(s), s, _hash(p), p, _hash(o), o, g, _hash(f"<{g}>"), f"<{g}>") for s, p, o, g in quads])
-            removed = conn.total_changes - before
+            ids = _lookup(conn, quads)
+            graph_ids = {g: (ids.get(f"<{g}>") if g else 0) for g in {q[3] for q in quads}}
+            rows = [(cid, ids.get(s), ids.get(p), ids.get(o), graph_ids[g]) for s, p, o, g in quads]
+            rows = [r for r in rows if None not in r]  # a quad with an unknown term is not stored
+            removed = 0
+            for table, _order in _TABLES:
+                before = conn.total_changes
+                conn.executemany(f"DELETE FROM {table} WHERE c = ? AND s = ? AND p = ? AND o = ? AND g = ?", rows)
+                if table == "quads":
+                    removed = conn.total_changes - before
             questions = [(cid, q[0][1:-1]) for q in quads if question_type_of(q)]
             if questions:
                 conn.executemany("DELETE FROM traces WHERE c = ? AND uri = ?", questions)
@@ -305,9 +336,10 @@ class SqliteTriplesStore:
                 conn.execute("CREATE TEMP TABLE IF NOT EXISTS gc_terms (id INTEGER PRIMARY KEY)")
                 conn.execute("DELETE FROM gc_terms")
                 conn.execute("INSERT OR IGNORE INTO gc_terms SELECT s FROM quads WHERE c = ?1 UNION "
-                             "SELECT p FROM quads WHERE c = ?1 UNION SELECT o FROM quads WHERE c = ?1 UNION "
+                             "SELECT p FROM quads_p WHERE c = ?1 UNION SELECT o FROM quads_o WHERE c = ?1 UNION "
                              "SELECT g FROM quads WHERE c = ?1 AND g != 0", (cid,))
-            conn.execute("DELETE FROM quads WHERE c = ?", (cid,))
+            for table, _order in _TABLES:
+                conn.execute(f"DELETE FROM {table} WHERE c = ?", (cid,))
             conn.execute("DELETE FROM traces WHERE c = ?", (cid,))
             conn.execute("DELETE FROM collections WHERE id = ?", (cid,))
             if others:
@@ -315,8 +347,8 @@ class SqliteTriplesStore:
                     "DELETE FROM terms WHERE id IN (SELECT x.id FROM gc_terms AS x WHERE NOT EXISTS ("
                     " SELECT 1 FROM collections AS k WHERE"
                     " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.s = x.id) OR"
-                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.o = x.id) OR"
-                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.p = x.id) OR"
+                    " EXISTS (SELECT 1 FROM quads_o AS q WHERE q.c = k.id AND q.o = x.id) OR"
+                    " EXISTS (SELECT 1 FROM quads_p AS q WHERE q.c = k.id AND q.p = x.id) OR"
                     " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.g = x.id)))")
                 conn.execute("DELETE FROM gc_terms")
             else:
@@ -327,7 +359,7 @@ class SqliteTriplesStore:
     # ------------------------------------------------------------ reads
 
     def _where(self, cid: int, pk: PatternKey) -> tuple[str, str, list]:
-        """``(index hint, WHERE clause, parameters)`` for a validated pattern."""
+        """``(table, WHERE clause, parameters)`` for a validated pattern."""
         clauses = ["q.c = ?"]
         params: list = [cid]
         bound = set()
@@ -343,16 +375,15 @@ class SqliteTriplesStore:
             else:
                 clauses.append(f"q.g = {_TERM_ID}")
                 params += (_hash(f"<{pk.g}>"), f"<{pk.g}>")
-        index = _INDEX_FOR[frozenset(bound)]
-        return f"INDEXED BY {index}", " AND ".join(clauses), params
+        return _TABLE_FOR[frozenset(bound)], " AND ".join(clauses), params
 
     def _select(self, conn: sqlite3.Connection, collection: str, pk: PatternKey, limit: int | None):
         """A cursor over the matching rows, or ``None`` if the collection does not exist."""
         cid = self._collection_id(conn, collection)
         if cid is None:
             return None
-        hint, where, params = self._where(cid, pk)
-        sql = _SELECT.format(hint=hint) + "WHERE " + where
+        table, where, params = self._where(cid, pk)
+        sql = _SELECT.format(table=table) + "WHERE " + where
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -435,8 +466,8 @@ class SqliteTriplesStore:
             cid = self._collection_id(conn, collection)
             if cid is None:
                 return 0
-            hint, where, params = self._where(cid, pk)
-            return conn.execute(f"SELECT count(*) FROM quads AS q {hint} WHERE {where}", params).fetchone()[0]
+            table, where, params = self._where(cid, pk)
+            return conn.execute(f"SELECT count(*) FROM {table} AS q WHERE {where}", params).fetchone()[0]
 
     def list_collections(self, user: str) -> list[str]:
         """Names of ``user``'s collections, sorted."""
@@ -517,37 +548,69 @@ class SqliteTriplesStore:
 
 # ---------------------------------------------------------------- helpers
 
-def _intern(conn: sqlite3.Connection, cached: dict[str, int],
-            quads: Sequence[QuadKey]) -> tuple[dict[str, int], dict[str, int]]:
-    """Ids of every term and graph (as ``<iri>``) of ``quads``: ``(all ids, ids not in the cache)``.
-
-    Unknown terms are inserted.  Runs inside the write transaction, so the ids it assigns
-    cannot race another writer.
-    """
+def _keys_of(quads: Sequence[QuadKey]) -> set[str]:
+    """Every term and graph (as ``<iri>``) that ``quads`` use."""
     keys = {q[0] for q in quads}
     keys.update([q[1] for q in quads])
     keys.update([q[2] for q in quads])
     keys.update([f"<{g}>" for g in {q[3] for q in quads} if g])
+    return keys
+
+
+def _find_terms(conn: sqlite3.Connection, wanted: dict[str, int]) -> dict[str, int]:
+    """Ids of the stored terms among ``wanted`` (term string -> look-up hash); absent ones are left out."""
+    found: dict[str, int] = {}
+    hashes = list(set(wanted.values()))
+    for i in range(0, len(hashes), _CHUNK):
+        part = hashes[i:i + _CHUNK]
+        for id_, text in conn.execute(f"SELECT id, text FROM terms WHERE h IN ({','.join('?' * len(part))})", part):
+            if text in wanted:
+                found[text] = id_
+    return found
+
+
+def _lookup(conn: sqlite3.Connection, quads: Sequence[QuadKey]) -> dict[str, int]:
+    """Ids of the stored terms and graphs of ``quads`` (nothing is inserted)."""
+    return _find_terms(conn, {key: _hash(key) for key in _keys_of(quads)})
+
+
+def _intern(conn: sqlite3.Connection, cached: dict[str, int],
+            quads: Sequence[QuadKey]) -> tuple[dict[str, int], dict[str, int]]:
+    """Ids of every term and graph (as ``<iri>``) of ``quads``: ``(all ids, ids not in the cache)``.
+
+    Unknown terms are inserted, numbered in look-up-hash order so that the ``terms_h`` index
+    takes them in key order.  Runs inside the write transaction, so the ids it assigns cannot
+    race another writer.
+    """
+    keys = _keys_of(quads)
     missing = keys.difference(cached)
     ids = {k: cached[k] for k in keys} if not missing else {k: cached[k] for k in keys.difference(missing)}
     new: dict[str, int] = {}
     if missing:
         wanted = {key: _hash(key) for key in missing}
-        hashes = list(set(wanted.values()))
-        for i in range(0, len(hashes), _CHUNK):
-            part = hashes[i:i + _CHUNK]
-            for id_, text in conn.execute(f"SELECT id, text FROM terms WHERE h IN ({','.join('?' * len(part))})",
-                                          part):
-                if text in wanted:
-                    new[text] = id_
-        unknown = [key for key in wanted if key not in new]
+        new = _find_terms(conn, wanted)
+        unknown = sorted((wanted[text], text) for text in wanted if text not in new)
         if unknown:
             start = (conn.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
-            rows = [(id_, wanted[text], text) for id_, text in zip(range(start, start + len(unknown)), unknown)]
+            rows = [(id_, h, text) for id_, (h, text) in zip(range(start, start + len(unknown)), unknown)]
             conn.executemany("INSERT INTO terms (id, h, text) VALUES (?, ?, ?)", rows)
             new.update((text, id_) for id_, _, text in rows)
         ids.update(new)
     return ids, new
+
+
+def _insert_quads(conn: sqlite3.Connection, cid: int, rows: Sequence[tuple[int, int, int, int]]) -> None:
+    """Store ``(s, p, o, g)`` id rows of collection ``cid`` in all three tables, each in its key order.
+
+    The rows are staged once in a temporary table; each copy is one ``INSERT ... SELECT`` that
+    SQLite sorts itself.  ``OR IGNORE``: a row that is already stored is left as it is.
+    """
+    conn.execute("DELETE FROM temp.staged_quads")
+    conn.executemany("INSERT INTO temp.staged_quads (s, p, o, g) VALUES (?, ?, ?, ?)", rows)
+    for table, order_by in _ORDER_BY.items():
+        conn.execute(f"INSERT OR IGNORE INTO {table} (c, s, p, o, g) SELECT ?, s, p, o, g "
+                     f"FROM temp.staged_quads ORDER BY {order_by}", (cid,))
+    conn.execute("DELETE FROM temp.staged_quads")
 
 
 def _hash(key: str) -> int:
