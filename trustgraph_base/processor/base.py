@@ -151,8 +151,8 @@ class Processor:
         if self.started:
             return
         for spec in self._producer_specs:
-            self._producers[spec.name] = TypedProducer(await self.backend.create_producer(spec.queue),
-                                                       spec.schema, spec.queue)
+            producer = await self.backend.create_producer(spec.queue, batching=spec.batching)
+            self._producers[spec.name] = TypedProducer(producer, spec.schema, spec.queue)
         for spec in self._client_specs:
             client = RequestResponseClient(self.backend, spec.service, spec.request_queue, spec.response_queue,
                                            spec.request_schema, spec.response_schema, timeout=spec.timeout,

@@ -52,11 +52,17 @@ class ConsumerSpec:
 
 @dataclass
 class ProducerSpec:
-    """A typed producer of ``schema`` messages on ``queue`` (``processor.producer(name).send(obj)``)."""
+    """A typed producer of ``schema`` messages on ``queue`` (``processor.producer(name).send(obj)``).
+
+    :param batching: ``False`` for a producer whose sends someone waits for (a query's explain
+        stages: the session's last message waits for their acknowledgement); ``None`` leaves it
+        to the backend (flow queues batch).
+    """
 
     name: str
     queue: str
     schema: type
+    batching: bool | None = None
 
 
 @dataclass

@@ -65,7 +65,9 @@ class Consumer(Protocol):
 class Backend(Protocol):
     name: str
 
-    async def create_producer(self, queue: str) -> Producer: ...
+    async def create_producer(self, queue: str, *, batching: bool | None = None) -> Producer:
+        """A producer on ``queue``; ``batching`` overrides the backend's choice (``None``: its default)."""
+        ...
 
     async def subscribe(self, queue: str, subscription: str, *, shared: bool = True,
                         initial_position: str = "latest") -> Consumer: ...

@@ -137,8 +137,8 @@ class MemoryBackend:
             topic = self._topics[queue] = _Topic(queue)
         return topic
 
-    async def create_producer(self, queue: str) -> MemoryProducer:
-        self._check_open()
+    async def create_producer(self, queue: str, *, batching: bool | None = None) -> MemoryProducer:
+        self._check_open()  # ``batching``: nothing to batch in process
         return MemoryProducer(self, self._topic(queue))
 
     async def subscribe(self, queue: str, subscription: str, *, shared: bool = True,

@@ -203,13 +203,18 @@ class PulsarBackend:
                     continue
                 raise BackendUnavailable(f"cannot {what} on Pulsar at {self.url}: {e or 'timed out'}") from e
 
-    async def create_producer(self, queue: str) -> PulsarProducer:
+    async def create_producer(self, queue: str, *, batching: bool | None = None) -> PulsarProducer:
+        """A producer on ``queue``.
+
+        :param batching: by default flow (work) queues batch for throughput and request/response
+            queues never wait for a batch; ``False`` gives a flow-queue producer without the batch
+            delay, for sends a caller waits for (it cost ~1.3 ms per send on the test server).
+        """
         parse_queue(queue)
         await self._prepare()
         client = self._get_client()
         topic = pulsar_topic(queue)
-        # Flow (work) queues batch for throughput; request/response queues never wait for a batch.
-        batching = is_persistent(queue)
+        batching = is_persistent(queue) if batching is None else batching
         producer = await self._guard(f"create a producer for {topic}", lambda: client.create_producer(
             topic, batching_enabled=batching, batching_max_publish_delay_ms=1, block_if_queue_full=True,
             send_timeout_millis=30000))

@@ -109,9 +109,21 @@ def flow_spec(flow_name: str, flow: str, handler, *, name: str = "input", concur
                         max_redeliveries=max_redeliveries)
 
 
-def flow_producer_spec(name: str, flow_name: str, flow: str) -> ProducerSpec:
-    """A producer named ``name`` that sends to the ``flow_name`` flow (work) queue."""
-    return ProducerSpec(name, flow_queue(flow_name, flow), FLOWS[flow_name])
+def flow_producer_spec(name: str, flow_name: str, flow: str, *, batching: bool | None = None) -> ProducerSpec:
+    """A producer named ``name`` that sends to the ``flow_name`` flow (work) queue (``batching``: see ProducerSpec)."""
+    return ProducerSpec(name, flow_queue(flow_name, flow), FLOWS[flow_name], batching=batching)
+
+
+def explain_producer_specs(flow: str, *, answers: bool = True) -> list[ProducerSpec]:
+    """The producers a query service stores its trace with: ``explainability`` and (``answers``) ``answers``.
+
+    Unbatched: a session's last message waits for the broker to accept every stage, so each
+    send's latency is on the query's path and a batch delay would only add to it.
+    """
+    specs = [flow_producer_spec("explainability", "triples-store", flow, batching=False)]
+    if answers:
+        specs.append(flow_producer_spec("answers", "answer-store", flow, batching=False))
+    return specs
 
 
 def progress_queue() -> str:
@@ -119,4 +131,4 @@ def progress_queue() -> str:
 
 
 __all__ = ["SERVICES", "FLOWS", "INGEST_PROGRESS", "Service", "client_spec", "request_spec", "flow_spec",
-           "flow_producer_spec", "progress_queue", "IngestProgress"]
+           "flow_producer_spec", "explain_producer_specs", "progress_queue", "IngestProgress"]

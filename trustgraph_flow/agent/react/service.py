@@ -12,7 +12,7 @@ from trustgraph_base.schema import (
 )
 
 from ...common.ports import BusPorts
-from ...common.services import client_spec, flow_producer_spec, request_spec
+from ...common.services import client_spec, explain_producer_specs, request_spec
 from ...retrieval.graph_rag.rag import PromptOutcome
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
@@ -70,7 +70,8 @@ class AgentService(Processor):
             # Without a language model a text-completion tool can only fail: do not offer it.
             configured = tuple(t for t in DEFAULT_TOOLS if t.kind != "text-completion")
         self.add(request_spec("agent", self.flow, self.on_request))
-        self.add(flow_producer_spec("explainability", "triples-store", self.flow))
+        for spec in explain_producer_specs(self.flow, answers=False):
+            self.add(spec)
         kinds = {t.kind for t in configured}
         self.add(client_spec("prompt", self.flow))
         for kind in ("graph-rag", "document-rag", "text-completion"):

@@ -8,7 +8,7 @@ from trustgraph_base.processor import Processor, launch
 from trustgraph_base.schema import DocumentRagQuery
 
 from ...common.ports import BusPorts
-from ...common.services import client_spec, flow_producer_spec, request_spec
+from ...common.services import client_spec, explain_producer_specs, request_spec
 from ..graph_rag.rag import PromptOutcome
 from .rag import DocumentRag, DocumentRagSettings
 
@@ -22,8 +22,8 @@ class DocumentRagService(Processor):
                  client_timeouts: dict[str, float] | None = None, **params):
         super().__init__(**params)
         self.add(request_spec("document-rag", self.flow, self.on_request))
-        self.add(flow_producer_spec("explainability", "triples-store", self.flow))
-        self.add(flow_producer_spec("answers", "answer-store", self.flow))
+        for spec in explain_producer_specs(self.flow):
+            self.add(spec)
         for service in ("embeddings", "document-embeddings", "prompt", "librarian"):
             self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
         self.ports = BusPorts(self, PromptOutcome)
