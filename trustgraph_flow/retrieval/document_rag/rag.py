@@ -22,6 +22,7 @@ from trustgraph_base.provenance.triples import (
 from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error, Source, Triple
 
 from ...common.background_writes import BackgroundWrites, stage_write
+from ...common.response_stream import ResponseStream
 from ..graph_rag.rag import MAX_QUERY_CHARS, PromptOutcome
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class DocumentRag:
         stage = "question"
         usage = PromptOutcome()
         writes = BackgroundWrites()  # explain triples on their way to storage
+        stream = ResponseStream(emit)  # explain events are queued, other messages follow them
 
         async def explain_stage(uri: str, triples: list[Triple], answer: tuple[str, str] | None = None) -> None:
             """Send a stage to the client and to storage; ``answer`` = (document URI, text) it points at."""
@@ -58,9 +60,9 @@ class DocumentRag:
                 return
             msg = DocumentRagResponse(message_type="explain", explain_id=uri, explain_collection=collection,
                                       explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
-            # To storage and to the client at once; the final message waits for the storage writes.
+            # To storage and to the client at once, neither awaited here; the final message waits for both.
             writes.start(uri, stage_write(self.ports, req.user, collection, uri, triples, answer))
-            await emit(msg)
+            stream.send_soon(msg)
 
         try:
             if not req.query.strip():
@@ -84,7 +86,7 @@ class DocumentRag:
             if not docs:
                 answer.append(NO_DOCUMENTS_ANSWER)
                 if req.streaming:
-                    await emit(DocumentRagResponse(message_type="chunk", response=NO_DOCUMENTS_ANSWER))
+                    await stream.send(DocumentRagResponse(message_type="chunk", response=NO_DOCUMENTS_ANSWER))
             else:
                 async for item in self.ports.prompt_stream("document-prompt", {"query": req.query, "documents": docs}):
                     if isinstance(item, PromptOutcome):
@@ -92,10 +94,10 @@ class DocumentRag:
                     elif item:
                         answer.append(item)
                         if req.streaming:
-                            await emit(DocumentRagResponse(message_type="chunk", response=item))
+                            await stream.send(DocumentRagResponse(message_type="chunk", response=item))
             text = "".join(answer)
-            await emit(DocumentRagResponse(message_type="chunk", response="" if req.streaming else text,
-                                           end_of_stream=True))
+            await stream.send(DocumentRagResponse(message_type="chunk", response="" if req.streaming else text,
+                                                  end_of_stream=True))
             if explain:
                 doc_uri = uris.docrag_answer_uri(session)
                 syn_uri = uris.docrag_synthesis_uri(session)
@@ -106,9 +108,9 @@ class DocumentRag:
             sources = {}
             for m in matches:
                 sources.setdefault(m.document_id, Source(uri=m.document_id))
-            await emit(DocumentRagResponse(message_type="chunk", end_of_session=True, in_token=usage.in_token,
-                                           out_token=usage.out_token, model=usage.model,
-                                           sources=[v for k, v in sources.items() if k]))
+            await stream.send(DocumentRagResponse(message_type="chunk", end_of_session=True,
+                                                  in_token=usage.in_token, out_token=usage.out_token,
+                                                  model=usage.model, sources=[v for k, v in sources.items() if k]))
         except Exception as e:  # noqa: BLE001 - every failure ends the session with an error
             message = str(e) or type(e).__name__
             log.warning("document-rag query %s failed at %s: %s", q_uri, stage, message)
@@ -121,8 +123,9 @@ class DocumentRag:
                 except Exception as e2:  # noqa: BLE001
                     log.error("could not record the error of %s: %s", q_uri, e2)
                 await writes.settle()
-            await emit(DocumentRagResponse(message_type="chunk", error=Error("document-rag-error", message),
-                                           end_of_stream=True, end_of_session=True,
-                                           explain_id=q_uri if last_uri else "",
-                                           explain_collection=collection if last_uri else "",
-                                           explain_graph=GRAPH_RETRIEVAL if last_uri else ""))
+            await stream.settle()  # the queued explain events first; one that failed is logged
+            await stream.send(DocumentRagResponse(message_type="chunk", error=Error("document-rag-error", message),
+                                                  end_of_stream=True, end_of_session=True,
+                                                  explain_id=q_uri if last_uri else "",
+                                                  explain_collection=collection if last_uri else "",
+                                                  explain_graph=GRAPH_RETRIEVAL if last_uri else ""))

@@ -4,9 +4,9 @@ Stages and what the client sees, in order (DESIGN.md 4)::
 
     explain(question) -> explain(exploration) -> explain(focus) -> chunk... -> explain(synthesis) -> final
 
-Each explain message is emitted the moment its stage is done, and the same triples go to
-the explainability store.  The answer and the Synthesis that points at it go to the librarian
-in one queued message; the librarian stores the answer first and then passes the Synthesis on
+Each explain message is emitted the moment its stage is done (queued, not waited for: see
+``common/response_stream``), and the same triples go to the explainability store.  The answer
+and the Synthesis that points at it go to the librarian in one queued message; the librarian stores the answer first and then passes the Synthesis on
 to the triple store, so a stored trace never names an answer that is not stored.  No request
 waits for either: ``end_of_session`` means the broker has accepted every stage.  Round trips
 per query: question embedding, entity search, one batched request per hop, one for labels,
@@ -34,6 +34,7 @@ from trustgraph_base.schema import (
 )
 
 from ...common.background_writes import BackgroundWrites, stage_write
+from ...common.response_stream import ResponseStream
 from .labels import get_labelgraph, term_label
 from .selection import SelectionResult, resolve_selection
 from .sources import (
@@ -137,7 +138,7 @@ class _Run:
         s = rag.settings
         self.ports = rag.ports
         self.req = req
-        self.emit = emit
+        self.stream = ResponseStream(emit)  # explain events are queued, other messages follow them
         self.explain = req.explainable
         self.collection = req.explain_collection or s.explain_collection or req.collection
         self.entity_limit = req.entity_limit or s.entity_limit
@@ -161,9 +162,9 @@ class _Run:
             return
         msg = GraphRagResponse(message_type="explain", explain_id=uri, explain_collection=self.collection,
                                explain_graph=GRAPH_RETRIEVAL, explain_triples=triples, **extra)
-        # To storage and to the client at once; the final message waits for the storage writes.
+        # To storage and to the client at once, neither awaited here; the final message waits for both.
         self.writes.start(uri, stage_write(self.ports, self.req.user, self.collection, uri, triples, answer))
-        await self.emit(msg)
+        self.stream.send_soon(msg)
 
     def _usage(self, outcome: PromptOutcome) -> None:
         self.in_token += outcome.in_token
@@ -264,25 +265,25 @@ class _Run:
                     raise item
                 answer.append(item)
                 if req.streaming:
-                    await self.emit(GraphRagResponse(message_type="chunk", response=item))
+                    await self.stream.send(GraphRagResponse(message_type="chunk", response=item))
             await synth
         except BaseException:
             synth.cancel()
             raise
         text = "".join(answer)
         if not req.streaming:
-            await self.emit(GraphRagResponse(message_type="chunk", response=text, end_of_stream=True))
+            await self.stream.send(GraphRagResponse(message_type="chunk", response=text, end_of_stream=True))
         else:
-            await self.emit(GraphRagResponse(message_type="chunk", response="", end_of_stream=True))
+            await self.stream.send(GraphRagResponse(message_type="chunk", response="", end_of_stream=True))
         if self.explain:
             doc_uri = uris.answer_document_uri(self.session)
             syn_uri = uris.synthesis_uri(self.session)
             await self._explain(syn_uri, synthesis_triples(syn_uri, uris.focus_uri(self.session), doc_uri,
                                                            llm_model=self.model), answer=(doc_uri, text))
             await self.writes.wait()  # end_of_session means: the whole trace is on its way to storage
-        await self.emit(GraphRagResponse(message_type="chunk", end_of_session=True, in_token=self.in_token,
-                                         out_token=self.out_token, model=self.model,
-                                         sources=source_documents(edge_sources)))
+        await self.stream.send(GraphRagResponse(message_type="chunk", end_of_session=True, in_token=self.in_token,
+                                                out_token=self.out_token, model=self.model,
+                                                sources=source_documents(edge_sources)))
 
     async def _synthesise(self, knowledge: list[dict], explored: bool, out: asyncio.Queue) -> None:
         """Put answer pieces on ``out``, then ``None``; an exception is put on ``out`` too."""
@@ -313,8 +314,9 @@ class _Run:
             except Exception as e2:  # noqa: BLE001 - the client still gets its error below
                 log.error("could not record the error of %s: %s", self.q_uri, e2)
             await self.writes.settle()
-        await self.emit(GraphRagResponse(message_type="chunk", error=Error("graph-rag-error", message),
-                                         end_of_stream=True, end_of_session=True,
-                                         explain_id=self.q_uri if stored else "",
-                                         explain_collection=self.collection if stored else "",
-                                         explain_graph=GRAPH_RETRIEVAL if stored else ""))
+        await self.stream.settle()  # the queued explain events first; one that failed is logged
+        await self.stream.send(GraphRagResponse(message_type="chunk", error=Error("graph-rag-error", message),
+                                                end_of_stream=True, end_of_session=True,
+                                                explain_id=self.q_uri if stored else "",
+                                                explain_collection=self.collection if stored else "",
+                                                explain_graph=GRAPH_RETRIEVAL if stored else ""))

@@ -1,0 +1,42 @@
+"""A query's response messages, sent in order without the query waiting for each explain event.
+
+Every explain event used to be awaited where it was emitted: one broker round trip per stage
+(0.8 ms on Pulsar for a non-persistent send, plus the wait for the event loop) on the query's
+critical path, for a message nothing in the query depends on.  Now an explain event is queued
+(:meth:`ResponseStream.send_soon`) and goes out in the background, in order; every other
+message (answer text, the final message) is sent after everything queued before it
+(:meth:`ResponseStream.send`), so the client sees exactly the order in which they were
+produced, and a failed send still fails the query at its next awaited message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from .background_writes import BackgroundWrites
+
+__all__ = ["ResponseStream"]
+
+
+class ResponseStream:
+    """The ordered response messages of one session.
+
+    :param emit: sends one message to the client (the request context's ``respond``).
+    """
+
+    def __init__(self, emit: Callable[[Any], Awaitable[None]]):
+        self._emit = emit
+        self._queued = BackgroundWrites()
+
+    def send_soon(self, message: Any) -> None:
+        """Queue ``message``; it is sent after the messages before it, while the caller goes on."""
+        self._queued.start("", lambda: self._emit(message))
+
+    async def send(self, message: Any) -> None:
+        """Send ``message`` after everything queued before it; raises the first failed send."""
+        await self._queued.wait()
+        await self._emit(message)
+
+    async def settle(self) -> None:
+        """Wait for the queued messages, logging (not raising) a failed send: for a session failing anyway."""
+        await self._queued.settle()
