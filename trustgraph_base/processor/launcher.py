@@ -120,9 +120,22 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
         asyncio.run(main())
     except BackendUnavailable as e:
         log.error("%s", e)
-        sys.exit(2)
+        exit_now(2)
     except KeyboardInterrupt:
         pass
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` at once, output flushed: a Pulsar client that failed to connect
+    leaves native threads behind, and the interpreter's shutdown can then abort ("terminate called
+    without an active exception", exit -6 instead of 2; seen in CI, apache/pulsar-client-python#256)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
+            pass
+    os._exit(code)
 
 
 def load_class(path: str) -> type[Processor]:
@@ -173,6 +186,6 @@ def group_main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(main())
     except BackendUnavailable as e:
         log.error("%s", e)
-        sys.exit(2)
+        exit_now(2)
     except KeyboardInterrupt:
         pass
