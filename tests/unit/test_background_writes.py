@@ -98,3 +98,48 @@ def test_settle_logs_instead_of_raising_and_the_chain_can_go_on():
 
 def test_wait_without_writes_returns():
     run(BackgroundWrites().wait())
+
+
+def test_a_held_chain_starts_only_when_released_and_then_in_order():
+    async def main():
+        done: list[str] = []
+        writes = BackgroundWrites(held=True)
+
+        async def ok(key):
+            done.append(key)
+
+        writes.start("q", lambda: ok("q"))
+        writes.start("exp", lambda: ok("exp"))
+        await asyncio.sleep(0.02)
+        held = list(done)
+        writes.release()
+        assert done == []  # released writes run at the caller's next await, not inside release()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        after_release = list(done)
+        writes.start("focus", lambda: ok("focus"))  # after the release: no hold
+        await writes.wait()
+        return held, after_release, done
+
+    held, after_release, done = run(main())
+    assert held == []
+    assert after_release[:1] == ["q"]
+    assert done == ["q", "exp", "focus"]
+
+
+@pytest.mark.parametrize("finish", ["wait", "settle"])
+def test_wait_and_settle_release_a_held_chain(finish):
+    """A query that never calls the model (empty graph, early failure) still stores every stage."""
+    async def main():
+        done: list[str] = []
+        writes = BackgroundWrites(held=True)
+
+        async def ok(key):
+            done.append(key)
+
+        writes.start("q", lambda: ok("q"))
+        await asyncio.wait_for(getattr(writes, finish)(), timeout=2)
+        return done, writes.last_written
+
+    done, last = run(main())
+    assert done == ["q"] and last == "q"
