@@ -1,9 +1,8 @@
 """Explain triples are stored without the query waiting for each write, and without gaps.
 
 A query sends each stage's triples to the client the moment the stage is done (DESIGN.md 4),
-and to the ``explainability`` queue for storage.  Waiting for the broker's acknowledgement of
-each send put one persistent-queue round trip per stage on the query's critical path (11-19 ms
-each on Pulsar);
+and to the ``explainability`` queue for storage.  Waiting for the broker's acknowledgement of each send put one
+persistent-queue round trip per stage on the query's critical path (11-19 ms each on Pulsar);
 now each send starts at once and runs beside the next stage.  The sends are chained: one
 starts after the previous one was acknowledged, and none starts after a failure, so what
 reaches storage is always a prefix of the stages the client saw (never a trace with a hole),
@@ -15,11 +14,11 @@ A chain can be *held* until the query first waits for the model (:meth:`Backgrou
 just before the first LLM request): storing a stage costs the broker, the triple store and the
 writer some CPU, and before that point it competes with the retrieval the query is waiting
 for, while during the model's answer the machine is otherwise idle.  On Pulsar + Cassandra
-(2 cores, 50 ms model), holding the Question and Exploration writes of a DocumentRAG query
-moved its on/off latency ratio from 1.072 to 1.043, and from 1.020 to 1.003, in two
-within-run A/Bs (bench/README.md).  Held writes only start later; the client still gets each
-stage the moment it is done, and :meth:`wait` and :meth:`settle` release the chain first, so
-a query that fails, or never calls the model, still stores every stage.
+(2 cores, 50 ms model) holding the Question and Exploration writes of a DocumentRAG query
+moved its on/off latency ratio from 1.072 to 1.043 and from 1.020 to 1.003 in two within-run A/Bs (bench/README.md).  Held writes only start
+later; the client still gets each stage the moment it is done, and :meth:`wait` and
+:meth:`settle` release the chain first, so a query that fails, or never calls the model, still
+stores every stage.
 """
 
 from __future__ import annotations
