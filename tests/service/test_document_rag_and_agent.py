@@ -109,43 +109,6 @@ async def test_document_rag_error_ends_session(deployment, llm_server, llm_setti
     assert validate_trace(stored).conforms
 
 
-async def test_document_rag_stores_its_stages_once_the_model_is_asked(deployment, llm_server, llm_settings):
-    """Question and Exploration go to the client at once and to storage once the document-prompt
-    request is out (storage runs while the model works); every stage is still stored, in order."""
-    llm_server.set_script(lambda *a: "Polonium was discovered in 1898.")
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
-    order: list[str] = []
-    try:
-        ports = stack.get("document-rag").rag.ports
-        real_store, real_answer, real_stream = ports.store_explain, ports.store_answer, ports.prompt_stream
-
-        async def store_explain(user, collection, stage_uri, triples):
-            order.append("store:" + (stage_uri.rsplit("/", 1)[-1] if "/" in stage_uri else "question"))
-            await real_store(user, collection, stage_uri, triples)
-
-        async def store_answer(user, collection, document_id, text, stage_uri, triples):
-            order.append("store:" + stage_uri.rsplit("/", 1)[-1])
-            await real_answer(user, collection, document_id, text, stage_uri, triples)
-
-        def prompt_stream(template, terms):
-            order.append("prompt:" + template)
-            return real_stream(template, terms)
-
-        ports.store_explain, ports.store_answer, ports.prompt_stream = store_explain, store_answer, prompt_stream
-        msgs = await stream(stack, "document-rag", DocumentRagQuery(
-            query="When was polonium discovered?", user=deployment.user, collection=deployment.collection,
-            doc_limit=3, streaming=True))
-        stored = await stored_trace(stack, deployment, msgs[0].explain_id)
-    finally:
-        await stack.stop()
-    assert msgs[-1].end_of_session and msgs[-1].error is None
-    assert [m.message_type for m in msgs[:2]] == ["explain", "explain"]
-    assert order == ["prompt:document-prompt", "store:question", "store:exploration", "store:synthesis"], order
-    types = {t.o.value for t in stored if t.p.value == ns.RDF_TYPE}
-    assert {ns.TG_QUESTION, ns.TG_EXPLORATION, ns.TG_SYNTHESIS} <= types
-    assert validate_trace(stored).conforms
-
-
 # ------------------------------------------------------------------ agent
 def agent_script(steps: list[str], graph_answer: str = "Marie Curie and Pierre Curie discovered polonium."):
     """Agent replies in order; GraphRAG sub-queries get a selection of polonium edges and a fixed answer."""

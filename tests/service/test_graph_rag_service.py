@@ -65,12 +65,6 @@ async def stored_trace(stack, deployment, uri: str, collection: str | None = Non
     return await collect_trace(q, uri)
 
 
-def stage_name(uri: str) -> str:
-    """``question``, ``exploration``, ... from a stage URI (``urn:trustgraph:[prov:]<stage>:<session>``)."""
-    parts = uri.split(":")
-    return parts[3] if parts[2] == "prov" else parts[2]
-
-
 def keys(triples):
     return {(serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)) for t in triples}
 
@@ -269,39 +263,3 @@ async def test_lost_explain_write_ends_the_session_with_an_error_and_no_gap(depl
     assert error_parent.startswith("urn:trustgraph:prov:exploration:")
     report = validate_trace(stored)
     assert report.conforms, [v.message for v in report.violations]
-
-
-async def test_explain_storage_waits_for_the_first_model_call_and_stores_every_stage(deployment, llm_server,
-                                                                                     llm_settings):
-    """Question and Exploration reach the client at once but go to storage once the edge-selection
-    request is out (storage then runs while the model works); all four stages are still stored."""
-    llm_server.set_script(polonium_script({}))
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
-    order: list[str] = []
-    try:
-        ports = stack.get("graph-rag").rag.ports
-        real_store, real_answer, real_prompt = ports.store_explain, ports.store_answer, ports.prompt
-
-        async def store_explain(user, collection, stage_uri, triples):
-            order.append("store:" + stage_name(stage_uri))
-            await real_store(user, collection, stage_uri, triples)
-
-        async def store_answer(user, collection, document_id, text, stage_uri, triples):
-            order.append("store:" + stage_name(stage_uri))
-            await real_answer(user, collection, document_id, text, stage_uri, triples)
-
-        async def prompt(template, terms):
-            order.append("prompt:" + template)
-            return await real_prompt(template, terms)
-
-        ports.store_explain, ports.store_answer, ports.prompt = store_explain, store_answer, prompt
-        msgs = await ask(stack, deployment, "Who discovered polonium?")
-        stored = await stored_trace(stack, deployment, msgs[0].explain_id)
-    finally:
-        await stack.stop()
-    assert msgs[-1].end_of_session and msgs[-1].error is None
-    assert kinds(msgs)[:2] == ["explain:question", "explain:exploration"]
-    assert order[0] == "prompt:kg-edge-selection", order
-    assert order[1:] == ["store:question", "store:exploration", "store:focus", "store:synthesis"], order
-    types = {t.o.value for t in stored if t.p.value == ns.RDF_TYPE}
-    assert {ns.TG_QUESTION, ns.TG_EXPLORATION, ns.TG_FOCUS, ns.TG_SYNTHESIS} <= types

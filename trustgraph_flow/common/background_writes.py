@@ -1,7 +1,7 @@
 """Explain triples are stored without the query waiting for each write, and without gaps.
 
-A query sends each stage's triples to the client the moment the stage is done (DESIGN.md 4),
-and to the ``explainability`` queue for storage.  Waiting for the broker's acknowledgement of each send put one
+A query sends each stage's triples to the ``explainability`` queue the moment the stage is
+done (DESIGN.md 4).  Waiting for the broker's acknowledgement of each send put one
 persistent-queue round trip per stage on the query's critical path (11-19 ms each on Pulsar);
 now each send starts at once and runs beside the next stage.  The sends are chained: one
 starts after the previous one was acknowledged, and none starts after a failure, so what
@@ -9,16 +9,6 @@ reaches storage is always a prefix of the stages the client saw (never a trace w
 and :attr:`BackgroundWrites.last_written` names the stage an Error can be derived from.  The
 session's last message waits for the chain (:meth:`BackgroundWrites.wait`): ``end_of_session``
 still means every stage is durably queued, and a failed send still turns the query into an error.
-
-A chain can be *held* until the query first waits for the model (:meth:`BackgroundWrites.release`
-just before the first LLM request): storing a stage costs the broker, the triple store and the
-writer some CPU, and before that point it competes with the retrieval the query is waiting
-for, while during the model's answer the machine is otherwise idle.  On Pulsar + Cassandra
-(2 cores, 50 ms model) holding the Question and Exploration writes of a DocumentRAG query
-moved its on/off latency ratio from 1.072 to 1.043 and from 1.020 to 1.003 in two within-run A/Bs (bench/README.md).  Held writes only start
-later; the client still gets each stage the moment it is done, and :meth:`wait` and
-:meth:`settle` release the chain first, so a query that fails, or never calls the model, still
-stores every stage.
 """
 
 from __future__ import annotations
@@ -49,17 +39,10 @@ def stage_write(ports: Any, user: str, collection: str, uri: str, triples: Seque
 class BackgroundWrites:
     """A chain of writes, each started after the previous one succeeded, awaited at the end of a session."""
 
-    def __init__(self, held: bool = False) -> None:
-        """:param held: writes wait for :meth:`release` (or :meth:`wait` / :meth:`settle`) before starting."""
+    def __init__(self) -> None:
         self._tail: asyncio.Future | None = None
-        self._released: asyncio.Event | None = asyncio.Event() if held else None
         #: Key of the last write that completed (``""``: none yet).
         self.last_written = ""
-
-    def release(self) -> None:
-        """Let held writes start; they run once the caller next awaits (after the request it sends next)."""
-        if self._released is not None:
-            self._released.set()
 
     def start(self, key: str, write: Callable[[], Awaitable[None]]) -> None:
         """Run ``write()`` after the writes started before it; skipped if one of them failed.
@@ -67,11 +50,9 @@ class BackgroundWrites:
         :param key: what is written (a stage URI); becomes :attr:`last_written` once it succeeded.
         :param write: makes the write's coroutine (called only when its turn comes).
         """
-        previous, released = self._tail, self._released
+        previous = self._tail
 
         async def run() -> None:
-            if released is not None:
-                await released.wait()
             if previous is not None:
                 await previous  # a failure before this write is this write's failure: no gaps
             await write()
@@ -80,8 +61,7 @@ class BackgroundWrites:
         self._tail = asyncio.ensure_future(run())
 
     async def wait(self) -> None:
-        """Release held writes and wait until every started write is done; raise the first failure."""
-        self.release()
+        """Wait until every started write is done; raise the first failure."""
         tail, self._tail = self._tail, None
         if tail is not None:
             await tail

@@ -51,7 +51,7 @@ class DocumentRag:
         q_uri = uris.docrag_question_uri(session)
         stage = "question"
         usage = PromptOutcome()
-        writes = BackgroundWrites(held=True)  # explain triples on their way to storage, from the LLM call on
+        writes = BackgroundWrites()  # explain triples on their way to storage
         stream = ResponseStream(emit)  # explain events are queued, other messages follow them
 
         async def explain_stage(uri: str, triples: list[Triple], answer: tuple[str, str] | None = None) -> None:
@@ -88,7 +88,6 @@ class DocumentRag:
                 if req.streaming:
                     await stream.send(DocumentRagResponse(message_type="chunk", response=NO_DOCUMENTS_ANSWER))
             else:
-                writes.release()  # stored while the model works, not while retrieval needs the CPU
                 async for item in self.ports.prompt_stream("document-prompt", {"query": req.query, "documents": docs}):
                     if isinstance(item, PromptOutcome):
                         usage = item
@@ -130,5 +129,3 @@ class DocumentRag:
                                                   explain_id=q_uri if last_uri else "",
                                                   explain_collection=collection if last_uri else "",
                                                   explain_graph=GRAPH_RETRIEVAL if last_uri else ""))
-        finally:
-            writes.release()  # even a cancelled query stores what it sent (and leaves no waiting task)

@@ -152,7 +152,7 @@ class _Run:
         self.in_token = 0
         self.out_token = 0
         self.model = ""
-        self.writes = BackgroundWrites(held=True)  # explain triples on their way to storage, from the first LLM call
+        self.writes = BackgroundWrites()  # explain triples on their way to storage
 
     # ------------------------------------------------------------ explain plumbing
     async def _explain(self, uri: str, triples: list[Triple], *, answer: tuple[str, str] | None = None,
@@ -194,8 +194,6 @@ class _Run:
             await self._focus_and_synthesise(graph, selection, subgraph)
         except Exception as e:  # noqa: BLE001 - every failure ends the session with an error
             await self._fail(e)
-        finally:
-            self.writes.release()  # even a cancelled query stores what it sent (and leaves no waiting task)
 
     async def _explore(self) -> tuple[Subgraph, list[EntityMatch]]:
         req = self.req
@@ -229,7 +227,6 @@ class _Run:
         for m in seeds:
             if m.entity is not None:
                 scores[term_label(m.entity, subgraph.labels)] = round(float(m.score), 4)
-        self.writes.release()  # stored while the model works, not while retrieval needs the CPU
         outcome = await self.ports.prompt("kg-edge-selection", {
             "query": self.req.query, "knowledge": graph.knowledge(), "entity_scores": scores,
             "limit": self.edge_limit})
@@ -294,7 +291,6 @@ class _Run:
             if not knowledge:
                 out.put_nowait(NO_SELECTION_ANSWER if explored else NO_KNOWLEDGE_ANSWER)
             else:
-                self.writes.release()
                 async for item in self.ports.prompt_stream("kg-synthesis",
                                                            {"query": self.req.query, "knowledge": knowledge}):
                     if isinstance(item, PromptOutcome):
