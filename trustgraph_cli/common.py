@@ -166,12 +166,9 @@ def _exit(code: int) -> None:
     ``tg-load-document`` that never touched Pulsar (its stack had loaded the ONNX embedder)."""
     connection = sys.modules.get("trustgraph_cli.connection")
     if connection is not None and getattr(connection, "native_runtime_started", False):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
-                pass
-        os._exit(code)
+        from trustgraph_base.hard_exit import hard_exit
+
+        hard_exit(code)
     if code:
         sys.exit(code)
 

@@ -16,7 +16,7 @@ from trustgraph_base.codec import decode, encode
 from trustgraph_base.processor import (
     ConsumerSpec, Processor, RequestResponseClient, RequestTimeout,
 )
-from trustgraph_base.pubsub import dead_letter_queue, flow_queue, request_queue, response_queue
+from trustgraph_base.pubsub import dead_letter_queue, flow_queue, open_backend, request_queue, response_queue
 from trustgraph_base.schema import Error
 
 
@@ -351,8 +351,7 @@ async def test_a_burst_of_large_replies_all_reach_a_busy_client(backend, bus_nam
 
     sender = backend
     if bus_name == "pulsar":  # a connection of its own, as another process's service would have
-        svc = request.getfixturevalue("pulsar_service")
-        sender = open_backend_like(svc)
+        sender = open_backend("pulsar", url=request.getfixturevalue("pulsar_service").url)
     queue = response_queue("burst", flow_name) + ":r-busy"
     consumer = await backend.subscribe(queue, "busy-client", shared=False)
     producer = await sender.create_producer(queue)
@@ -385,10 +384,3 @@ async def test_a_burst_of_large_replies_all_reach_a_busy_client(backend, bus_nam
             await sender.close()
     assert sorted(got) == list(range(600))
 
-
-def open_backend_like(svc):
-    """Another Pulsar backend (client connection) on the broker of the ``pulsar_service`` fixture."""
-    from trustgraph_base.pubsub import open_backend
-
-    url = svc["url"] if isinstance(svc, dict) else svc.url
-    return open_backend("pulsar", url=url)

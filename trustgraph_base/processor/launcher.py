@@ -29,6 +29,7 @@ import sys
 import tomllib
 from typing import Any, Sequence
 
+from ..hard_exit import hard_exit
 from ..pubsub import BackendUnavailable, open_backend
 from .base import Processor
 from .metrics import serve_metrics
@@ -120,22 +121,9 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
         asyncio.run(main())
     except BackendUnavailable as e:
         log.error("%s", e)
-        exit_now(2)
+        hard_exit(2)  # a failed Pulsar client can abort the interpreter's shutdown
     except KeyboardInterrupt:
         pass
-
-
-def exit_now(code: int) -> None:
-    """End the process with ``code`` at once, output flushed: a Pulsar client that failed to connect
-    leaves native threads behind, and the interpreter's shutdown can then abort ("terminate called
-    without an active exception", exit -6 instead of 2; seen in CI, apache/pulsar-client-python#256)."""
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
-            pass
-    os._exit(code)
 
 
 def load_class(path: str) -> type[Processor]:
@@ -186,6 +174,6 @@ def group_main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(main())
     except BackendUnavailable as e:
         log.error("%s", e)
-        exit_now(2)
+        hard_exit(2)  # a failed Pulsar client can abort the interpreter's shutdown
     except KeyboardInterrupt:
         pass
