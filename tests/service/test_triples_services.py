@@ -224,3 +224,40 @@ async def test_coalesced_writes_store_every_message_once_and_in_few_inserts(depl
             assert sum(calls) == 20 and len(calls) < 20, calls  # every message once, fewer inserts than messages
         finally:
             await producer.close()
+
+
+async def test_the_default_linger_follows_the_bus(deployment):
+    """Pulsar keeps unacked messages in the broker, so triples-write waits 200 ms for neighbours there:
+    two stages of a query sent 60 ms apart share one insert.  In-process a waiting message lives
+    only in memory, so the wait stays 20 ms."""
+    from trustgraph_flow.storage.triples.service import DEFAULT_LINGER_MS, DURABLE_BUS_LINGER_MS
+
+    user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
+    stack = await deployment.start(STACK)
+    store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+    writer = next(p for p in stack.processors if p.id == "triples-write")
+    durable = deployment.kind == "distributed"
+    assert stack.backend.durable is durable
+    assert writer.linger_ms == (DURABLE_BUS_LINGER_MS if durable else DEFAULT_LINGER_MS)
+    calls: list[int] = []
+    insert = store.insert
+
+    def counting_insert(u, c, triples):
+        if c == coll:
+            calls.append(len(triples))
+        return insert(u, c, triples)
+
+    store.insert = counting_insert
+    q_uri = uris.question_uri(str(uuid.uuid4()))
+    try:
+        await write(stack, user, coll, question_triples(q_uri, "first stage"))
+        await asyncio.sleep(0.06)
+        await write(stack, user, coll, [Triple(iri(q_uri), iri(ns.RDFS_LABEL), literal("second stage"))])
+        await wait_for(lambda: sum(calls) == len(question_triples(q_uri, "first stage")) + 1)
+        await stack.wait_idle()
+        if durable:
+            assert len(calls) == 1, calls  # both stages in one write
+        assert store.get_trace(user, coll, q_uri) is not None
+    finally:
+        store.insert = insert
+        await stack.stop()

@@ -38,6 +38,41 @@ async def test_items_submitted_within_the_linger_share_one_batch():
     assert run.batches == [["a", "b", "c"]]
 
 
+async def test_the_linger_ends_once_max_items_wait():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=30.0, max_items=3)
+
+    async def late(item: str) -> None:
+        await asyncio.sleep(0.01)
+        await batcher.submit(item)
+
+    # a 30 s linger, but the third item fills the batch: no handler could bring a fourth
+    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), late("b"), late("c")), timeout=5)
+    assert run.batches == [["a", "b", "c"]]
+
+
+async def test_the_linger_ends_once_the_pending_items_fill_max_size():
+    run = Recorder()
+    batcher = Batcher(run, size=len, max_size=4, linger=30.0)
+
+    async def late(item: str) -> None:
+        await asyncio.sleep(0.01)
+        await batcher.submit(item)
+
+    await asyncio.wait_for(asyncio.gather(batcher.submit("aa"), late("bb")), timeout=5)
+    assert run.batches == [["aa", "bb"]]
+
+
+async def test_fewer_items_than_max_items_wait_for_the_whole_linger():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=0.2, max_items=3)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await asyncio.gather(batcher.submit("a"), batcher.submit("b"))
+    assert loop.time() - t0 >= 0.19
+    assert run.batches == [["a", "b"]]
+
+
 async def test_without_linger_items_arriving_during_a_write_form_the_next_batch():
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=100)
@@ -94,3 +129,5 @@ def test_bad_parameters_are_refused():
         Batcher(Recorder(), size=len, max_size=0)
     with pytest.raises(ValueError):
         Batcher(Recorder(), size=len, max_size=10, linger=-1)
+    with pytest.raises(ValueError):
+        Batcher(Recorder(), size=len, max_size=10, max_items=0)

@@ -64,6 +64,9 @@ class Consumer(Protocol):
 
 class Backend(Protocol):
     name: str
+    #: Whether a message on a persistent queue outlives the processes (``True`` for Pulsar: the
+    #: broker keeps it until it is acked; ``False`` in-process, where it lives in memory only).
+    durable: bool
 
     async def create_producer(self, queue: str, *, batching: bool | None = None) -> Producer:
         """A producer on ``queue``; ``batching`` overrides the backend's choice (``None``: its default)."""

@@ -122,6 +122,7 @@ class MemoryBackend:
     """
 
     name = "memory"
+    durable = False  # queued messages die with the process
 
     def __init__(self, nack_delay: float = 0.05):
         self.nack_delay = nack_delay

@@ -150,6 +150,7 @@ class PulsarBackend:
     """
 
     name = "pulsar"
+    durable = True  # the broker keeps a persistent queue's messages until they are acked
 
     def __init__(self, url: str | None = None, admin_url: str | None = "", connect_timeout: float = 10.0,
                  nack_delay: float = 1.0):

@@ -12,7 +12,8 @@ message of the batch would fail alike), its items are run one by one so that a b
 refused alone and its neighbours are stored.
 
 ``linger`` is how long the first item of an idle batcher waits for company, like a Kafka
-producer's ``linger.ms``: small messages that arrive within it share one write.
+producer's ``linger.ms``: small messages that arrive within it share one write.  ``max_items``
+ends the wait early: once that many items wait (the handlers' concurrency), no other can join.
 """
 
 from __future__ import annotations
@@ -34,45 +35,72 @@ class Batcher(Generic[T]):
     :param size: the size of an item (e.g. its number of triples).
     :param max_size: most total size in one batch.
     :param linger: seconds the first item of a new batch waits for others (0: none).
+    :param max_items: the linger ends as soon as this many items wait (``None``: it always runs out),
+        or as soon as they add up to ``max_size``.
     :param name: names the drain task (shows in task dumps).
     """
 
     def __init__(self, run: Callable[[list[T]], Awaitable[None]], *, size: Callable[[T], int], max_size: int,
-                 linger: float = 0.0, name: str = "batcher") -> None:
-        if max_size < 1 or linger < 0:
-            raise ValueError("max_size must be >= 1 and linger >= 0")
+                 linger: float = 0.0, max_items: int | None = None, name: str = "batcher") -> None:
+        if max_size < 1 or linger < 0 or (max_items is not None and max_items < 1):
+            raise ValueError("max_size and max_items must be >= 1 and linger >= 0")
         self._run = run
         self._size = size
         self.max_size = max_size
         self.linger = linger
+        self.max_items = max_items
         self._name = name
         self._pending: list[tuple[T, asyncio.Future]] = []
+        self._pending_size = 0
         self._drainer: asyncio.Task | None = None
+        self._lingering: asyncio.Event | None = None  # set to end the current linger early
 
     async def submit(self, item: T) -> None:
         """Return once ``item`` is stored; raise what prevented that."""
         done = asyncio.get_running_loop().create_future()
         self._pending.append((item, done))
+        self._pending_size += self._size(item)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name=self._name)
+        elif self._lingering is not None and self._full():
+            self._lingering.set()
         await asyncio.shield(done)
+
+    def _full(self) -> bool:
+        """Whether the pending items make a whole batch (waiting longer could not add to it)."""
+        return self._pending_size >= self.max_size or (
+            self.max_items is not None and len(self._pending) >= self.max_items)
+
+    async def _linger(self) -> None:
+        """Let the handlers started in this loop turn, or within the linger, join the first batch."""
+        if not self.linger or self._full():
+            await asyncio.sleep(0)
+            return
+        self._lingering = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._lingering.wait(), self.linger)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._lingering = None
 
     async def _drain(self) -> None:
         """Run what is pending, batch after batch, until nothing is left."""
-        # let the handlers started in this loop turn (or within the linger) join the first batch
-        await asyncio.sleep(self.linger)
+        await self._linger()
         while self._pending:
             batch, total = [], 0
             while self._pending and (not batch or total + self._size(self._pending[0][0]) <= self.max_size):
                 entry = self._pending.pop(0)
                 batch.append(entry)
                 total += self._size(entry[0])
+            self._pending_size -= total
             try:
                 await self._run_batch(batch)
             except asyncio.CancelledError:
                 for _, done in batch + self._pending:
                     done.cancel()
                 self._pending.clear()
+                self._pending_size = 0
                 raise
 
     async def _run_batch(self, batch: list[tuple[T, asyncio.Future]]) -> None:
