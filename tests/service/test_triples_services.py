@@ -156,13 +156,17 @@ async def test_a_bad_batch_is_dead_lettered_whole(deployment):
         await stack.stop()
 
 
+LONG_LINGER = {"triples-write": {"linger_ms": 300}}
+
+
 @contextlib.asynccontextmanager
-async def counted_writer(deployment, collection: str):
-    """The stack with a long linger, the triple store, and the sizes of its inserts into ``collection``.
+async def counted_writer(deployment, collection: str, settings: dict | None = LONG_LINGER):
+    """The stack (by default with a long linger), the triple store, and the sizes of its inserts into
+    ``collection``.
 
     Yields ``(stack, store, calls)``; restores the store's ``insert`` and stops the stack afterwards.
     """
-    stack = await deployment.start(STACK, settings={"triples-write": {"linger_ms": 300}})
+    stack = await deployment.start(STACK, settings=settings)
     store = next(s for s in stack.stores if hasattr(s, "list_traces"))
     calls: list[int] = []
     insert = store.insert
@@ -233,31 +237,18 @@ async def test_the_default_linger_follows_the_bus(deployment):
     from trustgraph_flow.storage.triples.service import DEFAULT_LINGER_MS, DURABLE_BUS_LINGER_MS
 
     user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
-    stack = await deployment.start(STACK)
-    store = next(s for s in stack.stores if hasattr(s, "list_traces"))
-    writer = next(p for p in stack.processors if p.id == "triples-write")
-    durable = deployment.kind == "distributed"
-    assert stack.backend.durable is durable
-    assert writer.linger_ms == (DURABLE_BUS_LINGER_MS if durable else DEFAULT_LINGER_MS)
-    calls: list[int] = []
-    insert = store.insert
-
-    def counting_insert(u, c, triples):
-        if c == coll:
-            calls.append(len(triples))
-        return insert(u, c, triples)
-
-    store.insert = counting_insert
-    q_uri = uris.question_uri(str(uuid.uuid4()))
-    try:
-        await write(stack, user, coll, question_triples(q_uri, "first stage"))
+    async with counted_writer(deployment, coll, settings=None) as (stack, store, calls):
+        writer = next(p for p in stack.processors if p.id == "triples-write")
+        durable = deployment.kind == "distributed"
+        assert stack.backend.durable is durable
+        assert writer.linger_ms == (DURABLE_BUS_LINGER_MS if durable else DEFAULT_LINGER_MS)
+        q_uri = uris.question_uri(str(uuid.uuid4()))
+        first = question_triples(q_uri, "first stage")
+        await write(stack, user, coll, first)
         await asyncio.sleep(0.06)
         await write(stack, user, coll, [Triple(iri(q_uri), iri(ns.RDFS_LABEL), literal("second stage"))])
-        await wait_for(lambda: sum(calls) == len(question_triples(q_uri, "first stage")) + 1)
+        await wait_for(lambda: sum(calls) == len(first) + 1)
         await stack.wait_idle()
         if durable:
             assert len(calls) == 1, calls  # both stages in one write
         assert store.get_trace(user, coll, q_uri) is not None
-    finally:
-        store.insert = insert
-        await stack.stop()

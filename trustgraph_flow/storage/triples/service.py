@@ -51,7 +51,7 @@ DURABLE_BUS_LINGER_MS = 200.0
 
 def default_linger_ms(backend) -> float:
     """The linger for ``backend``: longer where unacked messages survive a crash (module docstring)."""
-    return DURABLE_BUS_LINGER_MS if getattr(backend, "durable", False) else DEFAULT_LINGER_MS
+    return DURABLE_BUS_LINGER_MS if backend.durable else DEFAULT_LINGER_MS
 
 
 class TriplesWriteService(StoreBackedProcessor, Processor):
