@@ -12,7 +12,7 @@ import pytest
 from trustgraph_base.codec import encode
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
-from trustgraph_base.provenance.triples import question_triples
+from trustgraph_base.provenance.triples import exploration_triples, question_triples, synthesis_triples
 from trustgraph_base.pubsub import dead_letter_queue, flow_queue
 from trustgraph_base.schema import (
     Metadata, TraceListRequest, TriplePattern, Triple, Triples, TriplesQueryRequest, iri, literal,
@@ -231,7 +231,7 @@ async def test_coalesced_writes_store_every_message_once_and_in_few_inserts(depl
 
 
 async def test_the_default_linger_follows_the_bus(deployment):
-    """Pulsar keeps unacked messages in the broker, so triples-write waits 200 ms for neighbours there:
+    """Pulsar keeps unacked messages in the broker, so triples-write waits up to 1 s for neighbours there:
     two stages of a query sent 60 ms apart share one insert.  In-process a waiting message lives
     only in memory, so the wait stays 20 ms."""
     from trustgraph_flow.storage.triples.service import DEFAULT_LINGER_MS, DURABLE_BUS_LINGER_MS
@@ -252,3 +252,27 @@ async def test_the_default_linger_follows_the_bus(deployment):
         if durable:
             assert len(calls) == 1, calls  # both stages in one write
         assert store.get_trace(user, coll, q_uri) is not None
+
+
+async def test_the_final_stage_of_a_trace_ends_the_wait(deployment):
+    """With a 30 s linger, a query's stages wait for company; its Synthesis (nothing of the trace
+    follows it) ends the wait at once, and all three stages are stored in one insert."""
+    user, coll = deployment.user, f"tw-{uuid.uuid4().hex[:6]}"
+    async with counted_writer(deployment, coll, settings={"triples-write": {"linger_ms": 30_000}}) as (
+            stack, store, calls):
+        session = str(uuid.uuid4())
+        q, e, s = uris.question_uri(session), uris.exploration_uri(session), uris.synthesis_uri(session)
+        stages = [question_triples(q, "which stages share a write?"), exploration_triples(e, q, 3),
+                  synthesis_triples(s, uris.focus_uri(session))]
+        loop = asyncio.get_running_loop()
+        await write(stack, user, coll, stages[0])
+        await write(stack, user, coll, stages[1])
+        await asyncio.sleep(0.3)
+        assert calls == []  # the Question and Exploration are still waiting (linger 30 s)
+        t0 = loop.time()
+        await write(stack, user, coll, stages[2])
+        await wait_for(lambda: sum(calls) == sum(map(len, stages)), timeout=10)
+        assert loop.time() - t0 < 10
+        await stack.wait_idle()  # the insert was called; let it finish
+        assert calls == [sum(map(len, stages))], calls  # one write holding the whole trace
+        assert store.get_trace(user, coll, q) is not None

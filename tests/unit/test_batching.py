@@ -63,6 +63,44 @@ async def test_the_linger_ends_once_the_pending_items_fill_max_size():
     assert run.batches == [["aa", "bb"]]
 
 
+async def test_an_item_that_ends_the_linger_is_written_at_once_with_the_waiting_ones():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=30.0, ends_linger=lambda item: item == "end")
+
+    async def late(item: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await batcher.submit(item)
+
+    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), late("b", 0.01), late("end", 0.05)), timeout=5)
+    assert run.batches == [["a", "b", "end"]]
+    # the next batch lingers again (the flag went with the batch that held its item)
+    loop = asyncio.get_running_loop()
+    batcher.linger = 0.2
+    t0 = loop.time()
+    await asyncio.gather(batcher.submit("c"), late("d", 0.05))
+    assert loop.time() - t0 >= 0.19
+    assert run.batches[1:] == [["c", "d"]]
+
+
+async def test_an_ending_item_written_in_a_later_batch_leaves_no_flag_behind():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=1, linger=30.0, ends_linger=lambda item: item == "end")
+
+    async def late(item: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await batcher.submit(item)
+
+    # max_size 1: "a" fills its batch and is written at once; "end" arrives during that write
+    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), late("end", 0.005)), timeout=5)
+    assert run.batches == [["a"], ["end"]]
+    batcher.max_size, batcher.linger = 100, 0.2
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await asyncio.gather(batcher.submit("c"), late("d", 0.05))
+    assert loop.time() - t0 >= 0.19  # a new batch lingers again
+    assert run.batches[2:] == [["c", "d"]]
+
+
 async def test_fewer_items_than_max_items_wait_for_the_whole_linger():
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=0.2, max_items=3)

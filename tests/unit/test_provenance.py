@@ -431,3 +431,24 @@ def test_shared_constant_terms_are_not_leaked_between_traces():
     assert a is not b and a[0] is not b[0]
     assert a[0].s.value == "urn:q:1" and b[0].s.value == "urn:q:2"
     assert all(isinstance(t.p, Term) and t.p.type == IRI for t in a + b)
+
+
+def test_only_a_final_stage_ends_a_trace():
+    from trustgraph_base.provenance.agent import agent_final_triples, agent_session_triples
+    from trustgraph_base.provenance.triples import (
+        docrag_synthesis_triples, ends_a_trace, error_triples, exploration_triples, question_triples,
+        synthesis_triples,
+    )
+
+    s = str(uuid.uuid4())
+    q = uris.question_uri(s)
+    assert ends_a_trace(synthesis_triples(uris.synthesis_uri(s), uris.focus_uri(s)))
+    assert ends_a_trace(docrag_synthesis_triples(uris.synthesis_uri(s), uris.exploration_uri(s), "answer"))
+    assert ends_a_trace(error_triples(uris.error_uri(s), q, "LLM down", "focus"))
+    assert ends_a_trace(agent_final_triples(uris.agent_final_uri(s), uris.agent_session_uri(s), "42"))
+    assert not ends_a_trace(question_triples(q, "why?"))
+    assert not ends_a_trace(exploration_triples(uris.exploration_uri(s), q, 3))
+    assert not ends_a_trace(agent_session_triples(uris.agent_session_uri(s), "why?"))
+    assert not ends_a_trace([])
+    # a Synthesis IRI as the object of another predicate is not a stage
+    assert not ends_a_trace([Triple(iri(q), iri(ns.TG_DOCUMENT), iri(ns.TG_SYNTHESIS))])

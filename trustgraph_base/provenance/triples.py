@@ -26,6 +26,7 @@ __all__ = [
     "question_triples", "exploration_triples", "focus_triples", "synthesis_triples", "error_triples",
     "docrag_question_triples", "docrag_exploration_triples", "docrag_synthesis_triples",
     "document_triples", "page_triples", "chunk_triples", "subgraph_triples", "activity_triples",
+    "FINAL_STAGE_TYPES", "ends_a_trace",
 ]
 
 _TERMS: dict[str, Term] = {}
@@ -185,6 +186,24 @@ def error_triples(error_uri: str, parent_uri: str, message: str, stage: str, *,
     out.append(Triple(e, _c(ns.TG_STAGE), _text(stage), graph))
     out.append(Triple(e, _c(ns.TG_ERROR_MESSAGE), _text(message[:4000]), graph))
     return out
+
+
+#: Stage classes no other stage of the same trace follows: a GraphRAG or DocumentRAG Synthesis,
+#: an agent's Conclusion, the Error of a failed query.
+FINAL_STAGE_TYPES = frozenset({ns.TG_SYNTHESIS, ns.TG_CONCLUSION, ns.TG_ERROR})
+
+
+def ends_a_trace(triples: Iterable[Triple]) -> bool:
+    """Whether ``triples`` hold a final stage (``?x rdf:type`` one of :data:`FINAL_STAGE_TYPES`).
+
+    A writer that waits for a trace's stages to share one write stops waiting here: nothing of
+    that trace comes after it.  (A nested trace, e.g. an agent's GraphRAG tool call, ends its own
+    trace; the enclosing one goes on, and its later stages simply form the next write.)
+    """
+    for t in triples:
+        if t.p is not None and t.p.value == ns.RDF_TYPE and t.o is not None and t.o.value in FINAL_STAGE_TYPES:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- DocumentRAG

@@ -14,6 +14,8 @@ refused alone and its neighbours are stored.
 ``linger`` is how long the first item of an idle batcher waits for company, like a Kafka
 producer's ``linger.ms``: small messages that arrive within it share one write.  ``max_items``
 ends the wait early: once that many items wait (the handlers' concurrency), no other can join.
+``ends_linger`` ends it early too, for an item after which waiting is not worth it (the final
+stage of a trace: its earlier stages are already waiting, and nothing of it follows).
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ class Batcher(Generic[T]):
     :param linger: seconds the first item of a new batch waits for others (0: none).
     :param max_items: the linger ends as soon as this many items wait (``None``: it always runs out),
         or as soon as they add up to ``max_size``.
+    :param ends_linger: the linger ends as soon as an item for which this is true waits.
     :param name: names the drain task (shows in task dumps).
     """
 
     def __init__(self, run: Callable[[list[T]], Awaitable[None]], *, size: Callable[[T], int], max_size: int,
-                 linger: float = 0.0, max_items: int | None = None, name: str = "batcher") -> None:
+                 linger: float = 0.0, max_items: int | None = None,
+                 ends_linger: Callable[[T], bool] | None = None, name: str = "batcher") -> None:
         if max_size < 1 or linger < 0 or (max_items is not None and max_items < 1):
             raise ValueError("max_size and max_items must be >= 1 and linger >= 0")
         self._run = run
@@ -49,17 +53,21 @@ class Batcher(Generic[T]):
         self.max_size = max_size
         self.linger = linger
         self.max_items = max_items
+        self._ends_linger = ends_linger
         self._name = name
         self._pending: list[tuple[T, asyncio.Future]] = []
         self._pending_size = 0
         self._drainer: asyncio.Task | None = None
         self._lingering: asyncio.Event | None = None  # set to end the current linger early
+        self._closing_item = False  # an item that ends the linger waits
 
     async def submit(self, item: T) -> None:
         """Return once ``item`` is stored; raise what prevented that."""
         done = asyncio.get_running_loop().create_future()
         self._pending.append((item, done))
         self._pending_size += self._size(item)
+        if self._ends_linger is not None and self._ends_linger(item):
+            self._closing_item = True
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name=self._name)
         elif self._lingering is not None and self._full():
@@ -68,7 +76,7 @@ class Batcher(Generic[T]):
 
     def _full(self) -> bool:
         """Whether the pending items make a whole batch (waiting longer could not add to it)."""
-        return self._pending_size >= self.max_size or (
+        return self._closing_item or self._pending_size >= self.max_size or (
             self.max_items is not None and len(self._pending) >= self.max_items)
 
     async def _linger(self) -> None:
@@ -88,6 +96,7 @@ class Batcher(Generic[T]):
         """Run what is pending, batch after batch, until nothing is left."""
         await self._linger()
         while self._pending:
+            self._closing_item = False  # it is in this batch or the next: no linger until then
             batch, total = [], 0
             while self._pending and (not batch or total + self._size(self._pending[0][0]) <= self.max_size):
                 entry = self._pending.pop(0)

@@ -9,17 +9,19 @@ provenance and knowledge all arrive here.
 Messages handled at once are coalesced (:class:`~trustgraph_flow.common.batching.Batcher`):
 they are written with one ``insert`` per user and collection, one insert at a time, in arrival
 order; the first message after a quiet spell waits up to ``linger_ms`` for neighbours (less
-once as many messages wait as are handled at once).  Each explain stage of a query is a few
-dozen triples, and ingestion sends small batches per chunk; one insert per message cost a
-transaction (SQLite) or several round trips (Cassandra).  The stored trace is delayed by at
-most ``linger_ms``.
+once as many messages wait as are handled at once, and no longer once the final stage of a
+trace arrives: a Synthesis, an agent's Conclusion or an Error, :func:`ends_a_trace`).  Each
+explain stage of a query is a few dozen triples, and ingestion sends small batches per chunk;
+one insert per message cost a transaction (SQLite) or several round trips (Cassandra).  The
+stored trace is delayed by at most ``linger_ms``.
 
 The default linger depends on the bus.  On Pulsar a message waits in the broker until it is
-acked, so waiting longer loses nothing: 200 ms lets the Question and Exploration of a query (and
-often its Synthesis) share one write, which lands after the query's retrieval instead of
-competing with it (DocumentRAG on Pulsar + Cassandra, explainability on/off 1.03 with 200 ms
-against 1.04-1.07 with 20 ms, ``bench/README.md``).  On the in-process bus a message lives
-only in memory until it is stored, so the wait stays short (20 ms).
+acked, so waiting longer loses nothing: up to 1 s lets every stage of a query share one write,
+which starts when the query's final stage arrives, i.e. after its answer has gone out, instead
+of competing with the answer's streaming for the CPU (GraphRAG on Pulsar + Cassandra: a
+200 ms linger put the write in the middle of the answer stream and cost ~19 ms of a 290 ms
+query, ``bench/README.md``).  On the in-process bus a message lives only in memory until it is
+stored, so the wait stays short (20 ms).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import logging
 import os
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch
+from trustgraph_base.provenance.triples import ends_a_trace
 from trustgraph_base.schema import IngestProgress, Triples
 from trustgraph_base.store.triples import open_triples_store
 
@@ -46,7 +49,7 @@ MAX_BATCH_TRIPLES = 10_000
 #: Milliseconds the first message of a batch waits for others, on the in-process bus.
 DEFAULT_LINGER_MS = 20.0
 #: ... and on a durable bus (Pulsar), where a waiting message is safe in the broker.
-DURABLE_BUS_LINGER_MS = 200.0
+DURABLE_BUS_LINGER_MS = 1000.0
 
 
 def default_linger_ms(backend) -> float:
@@ -61,7 +64,7 @@ class TriplesWriteService(StoreBackedProcessor, Processor):
     :param batch_concurrency: messages handled at once (at least the processor's ``concurrency``).
     :param max_batch_triples: most triples in one coalesced write.
     :param linger_ms: how long the first message of a batch waits for others (0: no wait;
-        ``None``: :func:`default_linger_ms` of the bus).
+        ``None``: :func:`default_linger_ms` of the bus); the final stage of a trace ends the wait.
     """
 
     default_id = "triples-write"
@@ -75,7 +78,8 @@ class TriplesWriteService(StoreBackedProcessor, Processor):
         self.linger_ms = float(default_linger_ms(self.backend) if linger_ms is None else linger_ms)
         handlers = max(batch_concurrency, self.concurrency)
         self._batcher = Batcher(self._insert, size=lambda m: len(m.triples), max_size=max_batch_triples,
-                                linger=self.linger_ms / 1000, max_items=handlers, name=f"{self.id}-batches")
+                                linger=self.linger_ms / 1000, max_items=handlers,
+                                ends_linger=lambda m: ends_a_trace(m.triples), name=f"{self.id}-batches")
         self.add(flow_spec("triples-store", self.flow, self.on_triples, concurrency=handlers))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
 
