@@ -160,11 +160,18 @@ class _Run:
         """Send a stage to the client and to storage; ``answer`` = (document URI, text) it points at."""
         if not self.explain:
             return
-        msg = GraphRagResponse(message_type="explain", explain_id=uri, explain_collection=self.collection,
-                               explain_graph=GRAPH_RETRIEVAL, explain_triples=triples, **extra)
-        # To storage and to the client at once, neither awaited here; the final message waits for both.
+        self._store_stage(uri, triples, answer)
+        self._show_stage(uri, triples, **extra)
+
+    def _store_stage(self, uri: str, triples: list[Triple], answer: tuple[str, str] | None = None) -> None:
+        """Start storing a stage (not awaited here: the final message waits for every stage's write)."""
         self.writes.start(uri, stage_write(self.ports, self.req.user, self.collection, uri, triples, answer))
-        self.stream.send_soon(msg)
+
+    def _show_stage(self, uri: str, triples: list[Triple], **extra: Any) -> None:
+        """Queue a stage's explain event for the client."""
+        self.stream.send_soon(GraphRagResponse(message_type="explain", explain_id=uri,
+                                               explain_collection=self.collection, explain_graph=GRAPH_RETRIEVAL,
+                                               explain_triples=triples, **extra))
 
     def _usage(self, outcome: PromptOutcome) -> None:
         self.in_token += outcome.in_token
@@ -271,15 +278,17 @@ class _Run:
             synth.cancel()
             raise
         text = "".join(answer)
+        syn_uri, syn_triples = uris.synthesis_uri(self.session), []
+        if self.explain:  # stored first: the broker's acknowledgement overlaps the last chunk's send
+            doc_uri = uris.answer_document_uri(self.session)
+            syn_triples = synthesis_triples(syn_uri, uris.focus_uri(self.session), doc_uri, llm_model=self.model)
+            self._store_stage(syn_uri, syn_triples, answer=(doc_uri, text))
         if not req.streaming:
             await self.stream.send(GraphRagResponse(message_type="chunk", response=text, end_of_stream=True))
         else:
             await self.stream.send(GraphRagResponse(message_type="chunk", response="", end_of_stream=True))
         if self.explain:
-            doc_uri = uris.answer_document_uri(self.session)
-            syn_uri = uris.synthesis_uri(self.session)
-            await self._explain(syn_uri, synthesis_triples(syn_uri, uris.focus_uri(self.session), doc_uri,
-                                                           llm_model=self.model), answer=(doc_uri, text))
+            self._show_stage(syn_uri, syn_triples)  # the client sees it after the answer's last chunk
             await self.writes.wait()  # end_of_session means: the whole trace is on its way to storage
         await self.stream.send(GraphRagResponse(message_type="chunk", end_of_session=True, in_token=self.in_token,
                                                 out_token=self.out_token, model=self.model,
