@@ -26,15 +26,27 @@ class Recorder:
             raise ValueError("bad item")
 
 
+async def submit_later(batcher: Batcher, item: str, delay: float = 0.01) -> None:
+    """Submit ``item`` after ``delay`` seconds (a handler that starts later)."""
+    await asyncio.sleep(delay)
+    await batcher.submit(item)
+
+
+async def assert_a_new_batch_lingers(batcher: Batcher, run: Recorder) -> None:
+    """The next items wait out a 0.2 s linger and share one batch (nothing left over says "write now")."""
+    batcher.max_size, batcher.linger = 100, 0.2
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await asyncio.gather(batcher.submit("c"), submit_later(batcher, "d", 0.05))
+    assert loop.time() - t0 >= 0.19
+    assert run.batches[-1] == ["c", "d"]
+
+
 async def test_items_submitted_within_the_linger_share_one_batch():
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=0.05)
 
-    async def late(item: str, delay: float) -> None:
-        await asyncio.sleep(delay)
-        await batcher.submit(item)
-
-    await asyncio.gather(batcher.submit("a"), late("b", 0.01), late("c", 0.02))
+    await asyncio.gather(batcher.submit("a"), submit_later(batcher, "b", 0.01), submit_later(batcher, "c", 0.02))
     assert run.batches == [["a", "b", "c"]]
 
 
@@ -42,12 +54,9 @@ async def test_the_linger_ends_once_max_items_wait():
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=30.0, max_items=3)
 
-    async def late(item: str) -> None:
-        await asyncio.sleep(0.01)
-        await batcher.submit(item)
-
     # a 30 s linger, but the third item fills the batch: no handler could bring a fourth
-    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), late("b"), late("c")), timeout=5)
+    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), submit_later(batcher, "b"), submit_later(batcher, "c")),
+                           timeout=5)
     assert run.batches == [["a", "b", "c"]]
 
 
@@ -55,11 +64,7 @@ async def test_the_linger_ends_once_the_pending_items_fill_max_size():
     run = Recorder()
     batcher = Batcher(run, size=len, max_size=4, linger=30.0)
 
-    async def late(item: str) -> None:
-        await asyncio.sleep(0.01)
-        await batcher.submit(item)
-
-    await asyncio.wait_for(asyncio.gather(batcher.submit("aa"), late("bb")), timeout=5)
+    await asyncio.wait_for(asyncio.gather(batcher.submit("aa"), submit_later(batcher, "bb")), timeout=5)
     assert run.batches == [["aa", "bb"]]
 
 
@@ -67,38 +72,22 @@ async def test_an_item_that_ends_the_linger_is_written_at_once_with_the_waiting_
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=30.0, ends_linger=lambda item: item == "end")
 
-    async def late(item: str, delay: float) -> None:
-        await asyncio.sleep(delay)
-        await batcher.submit(item)
-
-    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), late("b", 0.01), late("end", 0.05)), timeout=5)
+    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), submit_later(batcher, "b", 0.01),
+                                          submit_later(batcher, "end", 0.05)), timeout=5)
     assert run.batches == [["a", "b", "end"]]
-    # the next batch lingers again (the flag went with the batch that held its item)
-    loop = asyncio.get_running_loop()
-    batcher.linger = 0.2
-    t0 = loop.time()
-    await asyncio.gather(batcher.submit("c"), late("d", 0.05))
-    assert loop.time() - t0 >= 0.19
-    assert run.batches[1:] == [["c", "d"]]
+    await assert_a_new_batch_lingers(batcher, run)  # the flag went with the batch that held its item
+    assert len(run.batches) == 2
 
 
 async def test_an_ending_item_written_in_a_later_batch_leaves_no_flag_behind():
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=1, linger=30.0, ends_linger=lambda item: item == "end")
 
-    async def late(item: str, delay: float) -> None:
-        await asyncio.sleep(delay)
-        await batcher.submit(item)
-
     # max_size 1: "a" fills its batch and is written at once; "end" arrives during that write
-    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), late("end", 0.005)), timeout=5)
+    await asyncio.wait_for(asyncio.gather(batcher.submit("a"), submit_later(batcher, "end", 0.005)), timeout=5)
     assert run.batches == [["a"], ["end"]]
-    batcher.max_size, batcher.linger = 100, 0.2
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    await asyncio.gather(batcher.submit("c"), late("d", 0.05))
-    assert loop.time() - t0 >= 0.19  # a new batch lingers again
-    assert run.batches[2:] == [["c", "d"]]
+    await assert_a_new_batch_lingers(batcher, run)
+    assert len(run.batches) == 3
 
 
 async def test_fewer_items_than_max_items_wait_for_the_whole_linger():
@@ -115,11 +104,8 @@ async def test_without_linger_items_arriving_during_a_write_form_the_next_batch(
     run = Recorder()
     batcher = Batcher(run, size=lambda item: 1, max_size=100)
 
-    async def late(item: str) -> None:
-        await asyncio.sleep(0.005)  # while ["a"] is being written
-        await batcher.submit(item)
-
-    await asyncio.gather(batcher.submit("a"), late("b"), late("c"))
+    # "b" and "c" arrive while ["a"] is being written
+    await asyncio.gather(batcher.submit("a"), submit_later(batcher, "b", 0.005), submit_later(batcher, "c", 0.005))
     assert run.batches == [["a"], ["b", "c"]]
 
 
