@@ -55,6 +55,21 @@ def test_service_script_reports_unreachable_broker_and_exits(tmp_path):
     assert time.monotonic() - t0 < 45
 
 
+def test_a_service_that_fails_exits_1_with_its_traceback_logged(tmp_path):
+    config = tmp_path / "group.toml"
+    config.write_text(textwrap.dedent("""
+        pubsub = "memory"
+        [[processor]]
+        class = "trustgraph_flow.query.triples.service:TriplesQueryService"
+        [processor.params]
+        store = "no-such-store"
+    """))
+    proc = subprocess.run([f"{BIN}/tg-processor-group", "-c", str(config)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "the service failed" in proc.stderr and "no-such-store" in proc.stderr
+
+
 @pytest.mark.integration
 def test_group_runner_serves_over_pulsar_stops_on_sigterm_and_exposes_metrics(tmp_path, pulsar_service):
     flow = f"grp{os.getpid()}{int(time.time()) % 100000}"
@@ -103,7 +118,8 @@ def test_group_runner_serves_over_pulsar_stops_on_sigterm_and_exposes_metrics(tm
               and 'processor="triples-query"' in line and 'outcome="ok"' in line]
         assert ok and float(ok[0].rsplit(" ", 1)[1]) >= 1
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"the group exited {proc.returncode} on SIGTERM; its log ends:\n{stderr[-3000:]}"
     finally:
         if proc.poll() is None:
             proc.kill()

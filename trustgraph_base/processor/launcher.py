@@ -27,7 +27,7 @@ import os
 import signal
 import sys
 import tomllib
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from ..hard_exit import hard_exit
 from ..pubsub import BackendUnavailable, open_backend
@@ -117,13 +117,30 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
                         **cls.params_from_args(args))
         await run_processors([processor], backend)
 
+    serve_until_stopped(main)
+
+
+def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
+    """Run ``main`` and end the process: 0 after a graceful stop, 2 when the bus is unreachable,
+    1 when the service failed (its traceback logged).
+
+    The exit is :func:`hard_exit` in every case, after the processors and the backend are
+    closed: once a Pulsar client has run, the interpreter's own shutdown can abort on its
+    native threads (exit -6 after a clean SIGTERM stop; seen in CI), and a supervisor would
+    read that as a crash.
+    """
+    code = 0
     try:
         asyncio.run(main())
     except BackendUnavailable as e:
         log.error("%s", e)
-        hard_exit(2)  # a failed Pulsar client can abort the interpreter's shutdown
+        code = 2
     except KeyboardInterrupt:
         pass
+    except Exception:  # noqa: BLE001 - logged with its traceback; the exit code says it failed
+        log.exception("the service failed")
+        code = 1
+    hard_exit(code)
 
 
 def load_class(path: str) -> type[Processor]:
@@ -170,10 +187,4 @@ def group_main(argv: Sequence[str] | None = None) -> None:
                    if name == "pulsar" else open_backend(name))
         await run_processors(build_group(config, backend), backend)
 
-    try:
-        asyncio.run(main())
-    except BackendUnavailable as e:
-        log.error("%s", e)
-        hard_exit(2)  # a failed Pulsar client can abort the interpreter's shutdown
-    except KeyboardInterrupt:
-        pass
+    serve_until_stopped(main)
