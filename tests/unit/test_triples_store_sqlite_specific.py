@@ -12,12 +12,15 @@ import sqlite3
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trustgraph_base.schema import Triple, TriplePattern, iri, literal, triple_term
 from trustgraph_base.store.errors import StoreError, StoreUnavailable
 from trustgraph_base.store.names import user_file
-from trustgraph_base.store.sqlite.triples import PAGE_SIZE, SqliteTriplesStore
-from trustgraph_base.store.triples import open_triples_store
+from trustgraph_base.store.sqlite import triples as sqlite_triples
+from trustgraph_base.store.sqlite.triples import PAGE_SIZE, SqliteTriplesStore, _matching_rows
+from trustgraph_base.store.triples import open_triples_store, prepare_triples
 
 pytestmark = pytest.mark.unit
 
@@ -37,6 +40,13 @@ def raw(tmp_path, user: str) -> sqlite3.Connection:
     return sqlite3.connect(user_file("triples", user, home=tmp_path))
 
 
+def stored_rows(conn: sqlite3.Connection, table: str) -> int:
+    """Rows of ``table``, its write buffer included if it has one."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (table, f"{table}_recent")
+               if t in tables)
+
+
 def test_one_wal_file_per_user_under_home(store, tmp_path):
     store.insert("alice", "c", [Triple(A, P, B)])
     store.insert("Alice", "c", [Triple(A, P, A)])
@@ -45,8 +55,7 @@ def test_one_wal_file_per_user_under_home(store, tmp_path):
     assert len(set(files)) == 2
     with raw(tmp_path, "alice") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("quads", "quads_o", "quads_p")] \
-            == [1, 1, 1]
+        assert [stored_rows(conn, t) for t in ("quads", "quads_o", "quads_p")] == [1, 1, 1]
 
 
 def test_new_files_get_16k_pages_and_older_files_keep_theirs(tmp_path):
@@ -90,11 +99,13 @@ def test_every_bound_pattern_is_an_index_search_never_a_scan(store, tmp_path):
             from trustgraph_base.store.triples import check_pattern
 
             table, where, params = store._where(1, check_pattern(pattern))
-            plan = " | ".join(r[3] for r in conn.execute(
-                f"EXPLAIN QUERY PLAN SELECT 1 FROM {table} AS q WHERE {where}", params))
+            sql, params = _matching_rows("SELECT 1", table, where, params)
+            plan = " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             if bound == ("g",):
                 continue  # graph-only: a scan of the collection's rows, like an unbound pattern
-            assert "SEARCH q USING" in plan and "SCAN q" not in plan, (bound, plan)
+            assert "SEARCH q USING" in plan and "SCAN" not in plan, (bound, plan)
+            # the main table and, for the two orders with one, its write buffer: both searched
+            assert plan.count("SEARCH q USING") == (1 if table == "quads" else 2), (bound, plan)
             equalities = plan.split("SEARCH q USING", 1)[1].split(")")[0]
             leading = [x for x in bound if x != "g"]
             assert any(f"{x}=?" in equalities for x in leading), (bound, plan)  # a bound term is in the seek
@@ -330,11 +341,114 @@ def test_a_schema_3_file_is_converted_and_answers_as_before(tmp_path):
     converted.close()
     reference.close()
     with raw(tmp_path / "old", "u") as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
-        assert [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("quads", "quads_o", "quads_p")] \
-            == [len(data) + 1] * 3
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
+        assert [stored_rows(conn, t) for t in ("quads", "quads_o", "quads_p")] == [len(data) + 1] * 3
+        assert stored_rows(conn, "term_hashes") == conn.execute("SELECT count(*) FROM terms").fetchone()[0]
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert not indexes & {"quads_ops", "quads_pgo"}
+        assert not indexes & {"quads_ops", "quads_pgo", "terms_h"}
+
+
+#: The schema-4 layout (term look-up through the ``terms_h`` index, no write buffers).
+_SCHEMA_4 = _SCHEMA_3.replace("CREATE INDEX quads_ops ON quads (c, o, p, s, g);\n"
+                              "CREATE INDEX quads_pgo ON quads (c, p, g, o, s);\n", "").replace(
+    "INSERT INTO meta", "\n".join(
+        f"CREATE TABLE {t} (c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, "
+        f"g INTEGER NOT NULL, PRIMARY KEY (c, {key})) WITHOUT ROWID;"
+        for t, key in (("quads_o", "o, p, s, g"), ("quads_p", "p, g, o, s"))) + "\nINSERT INTO meta").replace(
+    "('schema_version', '3')", "('schema_version', '4')")
+
+
+def test_a_schema_4_file_is_converted_and_answers_as_before(tmp_path):
+    """A file that finds terms through the ``terms_h`` index gets ``term_hashes`` and empty write buffers."""
+    data = _graph(200)
+    reference = SqliteTriplesStore(home=tmp_path / "ref")
+    reference.insert("u", "c", data)
+    old = user_file("triples", "u", home=tmp_path / "old")
+    old.parent.mkdir(parents=True)
+    with sqlite3.connect(old) as conn:
+        conn.executescript(_SCHEMA_4)
+        ref = raw(tmp_path / "ref", "u")
+        conn.executemany("INSERT INTO collections VALUES (?, ?)", ref.execute("SELECT id, name FROM collections"))
+        conn.executemany("INSERT INTO terms VALUES (?, ?, ?)", ref.execute("SELECT id, h, text FROM terms"))
+        for table in ("quads", "quads_o", "quads_p"):
+            conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?)",
+                             ref.execute("SELECT c, s, p, o, g FROM quads"))
+        ref.close()
+    converted = SqliteTriplesStore(home=tmp_path / "old")
+    edge = data[1]
+    for pattern in (TriplePattern(s=edge.s), TriplePattern(o=edge.o), TriplePattern(p=P, limit=5000),
+                    TriplePattern(o=triple_term(edge.s, edge.p, edge.o), g="urn:graph:source"),
+                    TriplePattern(p=P, o=literal("label 7"))):
+        assert converted.query("u", "c", pattern) == reference.query("u", "c", pattern), pattern
+    converted.insert("u", "c", [Triple(A, P, literal("new after conversion"))])
+    assert converted.query("u", "c", TriplePattern(o=literal("new after conversion"))) == [
+        Triple(A, P, literal("new after conversion"))]
+    converted.close()
+    reference.close()
+    with raw(tmp_path / "old", "u") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
+        terms = conn.execute("SELECT count(*) FROM terms").fetchone()[0]
+        assert stored_rows(conn, "term_hashes") == terms and terms > 0
+        assert "terms_h" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def quad_of(t: Triple) -> tuple:
+    """The canonical form of a triple (Triple itself is not hashable)."""
+    return prepare_triples([t])[0]
+
+
+_NODES = [iri(f"{EX}n/{i}") for i in range(6)] + [literal("x"), literal("y", language="en")]
+_PREDICATES = [iri(f"{EX}q/{i}") for i in range(3)]
+_EDGE_TERM = triple_term(_NODES[0], _PREDICATES[0], _NODES[1])
+_ANY_TRIPLE = st.builds(Triple, st.sampled_from(_NODES[:6] + [_EDGE_TERM]),
+                        st.sampled_from(_PREDICATES), st.sampled_from(_NODES), st.sampled_from(["", "urn:g"]))
+_OPERATION = st.one_of(
+    st.tuples(st.just("insert"), st.sampled_from(["c", "d"]), st.lists(_ANY_TRIPLE, max_size=12)),
+    st.tuples(st.just("delete"), st.sampled_from(["c", "d"]), st.lists(_ANY_TRIPLE, max_size=6)),
+    st.tuples(st.just("drop"), st.sampled_from(["c", "d"]), st.just([])))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=st.lists(_OPERATION, min_size=1, max_size=12), buffer_rows=st.integers(1, 30))
+def test_write_buffers_and_their_merges_never_change_an_answer(tmp_path_factory, monkeypatch, operations, buffer_rows):
+    """Inserts (all new, partly new, repeated), deletes and dropped collections with merges at any point:
+    every pattern answers what a plain set of triples would, and each row is in a main table or its
+    buffer, never both."""
+    monkeypatch.setattr(sqlite_triples, "RECENT_ROWS_MAX", buffer_rows)
+    home = tmp_path_factory.mktemp("buffers")
+    store = SqliteTriplesStore(home=home)
+    model: dict[str, dict] = {"c": {}, "d": {}}  # canonical quad -> triple
+    for op, collection, triples in operations:
+        if op == "insert":
+            store.insert("u", collection, triples)
+            model[collection].update((quad_of(t), t) for t in triples)
+        elif op == "delete":
+            store.delete("u", collection, triples)
+            for t in triples:
+                model[collection].pop(quad_of(t), None)
+        else:
+            store.delete_collection("u", collection)
+            model[collection] = {}
+    for collection, expected in model.items():
+        for s_, p_, o_ in itertools.product([None, _NODES[0], _EDGE_TERM],
+                                            [None, _PREDICATES[0]], [None, _NODES[1], _NODES[6]]):
+            for g in (None, "", "urn:g"):
+                pattern = TriplePattern(s=s_, p=p_, o=o_, g=g)
+                want = sorted(q for q, t in expected.items() if (s_ is None or t.s == s_) and (p_ is None or t.p == p_)
+                              and (o_ is None or t.o == o_) and (g is None or t.g == g))
+                got = sorted(map(quad_of, store.query("u", collection, pattern)))
+                assert got == want, pattern
+                assert store.count("u", collection, pattern) == len(want), pattern
+    store.close()
+    if not user_file("triples", "u", home=home).exists():
+        return  # nothing was ever inserted
+    with raw(home, "u") as conn:
+        for table, key in (("quads_o", "c, s, p, o, g"), ("quads_p", "c, s, p, o, g"), ("term_hashes", "h, id")):
+            both = conn.execute(f"SELECT count(*) FROM {table} JOIN {table}_recent USING ({key})").fetchone()[0]
+            assert both == 0, f"rows in both {table} and its write buffer"
+        quads = conn.execute("SELECT count(*) FROM quads").fetchone()[0]
+        assert stored_rows(conn, "quads_o") == stored_rows(conn, "quads_p") == quads
+        assert stored_rows(conn, "term_hashes") == conn.execute("SELECT count(*) FROM terms").fetchone()[0]
 
 
 def test_a_file_of_another_schema_version_is_refused(tmp_path):
