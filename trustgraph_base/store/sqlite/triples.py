@@ -54,7 +54,7 @@ import threading
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary, TriplePattern
@@ -640,7 +640,7 @@ def _find_terms(conn: sqlite3.Connection, wanted: dict[str, int]) -> dict[str, i
 
 def _lookup(conn: sqlite3.Connection, quads: Sequence[QuadKey]) -> dict[str, int]:
     """Ids of the stored terms and graphs of ``quads`` (nothing is inserted)."""
-    return _find_terms(conn, {key: _hash(key) for key in _keys_of(quads)})
+    return _find_terms(conn, _hashes(_keys_of(quads)))
 
 
 def _intern(conn: sqlite3.Connection, cached: dict[str, int],
@@ -648,7 +648,7 @@ def _intern(conn: sqlite3.Connection, cached: dict[str, int],
     """Ids of every term and graph (as ``<iri>``) of ``quads``: ``(all ids, ids not in the cache,
     how many terms were new to the file)``.
 
-    Unknown terms are inserted, numbered in look-up-hash order so that the ``terms_h`` index
+    Unknown terms are inserted, numbered in look-up-hash order so that ``term_hashes_recent``
     takes them in key order.  Runs inside the write transaction, so the ids it assigns cannot
     race another writer.
     """
@@ -658,17 +658,18 @@ def _intern(conn: sqlite3.Connection, cached: dict[str, int],
     new: dict[str, int] = {}
     created = 0
     if missing:
-        wanted = {key: _hash(key) for key in missing}
+        wanted = _hashes(missing)
         new = _find_terms(conn, wanted)
-        unknown = sorted((wanted[text], text) for text in wanted if text not in new)
+        unknown = sorted((h, text) for text, h in wanted.items() if text not in new)
         if unknown:
             start = (conn.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
-            rows = [(id_, h, text) for id_, (h, text) in zip(range(start, start + len(unknown)), unknown)]
-            conn.executemany("INSERT INTO terms (id, h, text) VALUES (?, ?, ?)", rows)
+            numbers = range(start, start + len(unknown))
+            conn.executemany("INSERT INTO terms (id, h, text) VALUES (?, ?, ?)",
+                             [(id_, h, text) for id_, (h, text) in zip(numbers, unknown)])
             # numbered in hash order, so the id range is in the buffer's key order too
             conn.execute("INSERT INTO term_hashes_recent (h, id) SELECT h, id FROM terms WHERE id >= ?", (start,))
-            new.update((text, id_) for id_, _, text in rows)
-            created = len(rows)
+            new.update(zip([text for _, text in unknown], numbers))
+            created = len(unknown)
         ids.update(new)
     return ids, new, created
 
@@ -721,6 +722,12 @@ def _merge_recent(conn: sqlite3.Connection) -> None:
     for table in _BUFFERED:
         conn.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM {table}_recent")
         conn.execute(f"DELETE FROM {table}_recent")
+
+
+def _hashes(keys: Iterable[str]) -> dict[str, int]:
+    """:func:`_hash` of many keys (inlined: a bulk insert hashes most of its terms)."""
+    crc32 = zlib.crc32
+    return {key: crc32(b := key.encode("utf-8")) | (len(b) << 32) for key in keys}
 
 
 def _hash(key: str) -> int:
