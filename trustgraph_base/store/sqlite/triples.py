@@ -630,9 +630,9 @@ def _find_terms(conn: sqlite3.Connection, wanted: dict[str, int]) -> dict[str, i
         part = hashes[i:i + _CHUNK]
         marks = ",".join("?" * len(part))
         for id_, text in conn.execute(
-                f"SELECT t.id, t.text FROM term_hashes AS x CROSS JOIN terms AS t ON t.id = x.id WHERE x.h IN ({marks}) "
-                f"UNION ALL SELECT t.id, t.text FROM term_hashes_recent AS x CROSS JOIN terms AS t ON t.id = x.id "
-                f"WHERE x.h IN ({marks})", part + part):
+                f"SELECT t.id, t.text FROM term_hashes AS x CROSS JOIN terms AS t ON t.id = x.id "
+                f"WHERE x.h IN ({marks}) UNION ALL SELECT t.id, t.text FROM term_hashes_recent AS x "
+                f"CROSS JOIN terms AS t ON t.id = x.id WHERE x.h IN ({marks})", part + part):
             if text in wanted:
                 found[text] = id_
     return found
