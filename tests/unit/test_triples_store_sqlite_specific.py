@@ -315,26 +315,40 @@ INSERT INTO meta (key, value) VALUES ('schema_version', '3'), ('terms_epoch', '0
 """
 
 
-def test_a_schema_3_file_is_converted_and_answers_as_before(tmp_path):
-    """A file of the one-table layout is converted on first open: same answers on every table, then writable."""
+def _reference_and_old_file(tmp_path, layout: str, quad_tables: tuple[str, ...]):
+    """``_graph(200)`` stored by today's code under ``tmp_path/ref``, and the same rows written in an
+    older ``layout`` (its DDL) under ``tmp_path/old``, the quads copied into each of ``quad_tables``."""
     data = _graph(200)
     reference = SqliteTriplesStore(home=tmp_path / "ref")
     reference.insert("u", "c", data)
     old = user_file("triples", "u", home=tmp_path / "old")
     old.parent.mkdir(parents=True)
-    with sqlite3.connect(old) as conn:        # the same data, written in the schema-3 layout
-        conn.executescript(_SCHEMA_3)
+    with sqlite3.connect(old) as conn:
+        conn.executescript(layout)
         ref = raw(tmp_path / "ref", "u")
         conn.executemany("INSERT INTO collections VALUES (?, ?)", ref.execute("SELECT id, name FROM collections"))
         conn.executemany("INSERT INTO terms VALUES (?, ?, ?)", ref.execute("SELECT id, h, text FROM terms"))
-        conn.executemany("INSERT INTO quads VALUES (?, ?, ?, ?, ?)", ref.execute("SELECT c, s, p, o, g FROM quads"))
+        for table in quad_tables:
+            conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?)",
+                             ref.execute("SELECT c, s, p, o, g FROM quads"))
         ref.close()
-    converted = SqliteTriplesStore(home=tmp_path / "old")
+    return data, reference
+
+
+def _assert_answers_like(converted: SqliteTriplesStore, reference: SqliteTriplesStore, data: list[Triple]) -> None:
+    """A converted file answers every kind of pattern (each table, a triple term, a graph) as the reference."""
     edge = data[1]
     for pattern in (TriplePattern(s=edge.s), TriplePattern(o=edge.o), TriplePattern(p=P, limit=5000),
                     TriplePattern(o=triple_term(edge.s, edge.p, edge.o), g="urn:graph:source"),
                     TriplePattern(p=P, o=literal("label 7"))):
         assert converted.query("u", "c", pattern) == reference.query("u", "c", pattern), pattern
+
+
+def test_a_schema_3_file_is_converted_and_answers_as_before(tmp_path):
+    """A file of the one-table layout is converted on first open: same answers on every table, then writable."""
+    data, reference = _reference_and_old_file(tmp_path, _SCHEMA_3, ("quads",))
+    converted = SqliteTriplesStore(home=tmp_path / "old")
+    _assert_answers_like(converted, reference, data)
     assert converted.count("u", "c", TriplePattern()) == len(data)
     converted.insert("u", "c", [Triple(A, P, B)])
     assert converted.query("u", "c", TriplePattern(o=B)) == [Triple(A, P, B)]
@@ -360,26 +374,9 @@ _SCHEMA_4 = _SCHEMA_3.replace("CREATE INDEX quads_ops ON quads (c, o, p, s, g);\
 
 def test_a_schema_4_file_is_converted_and_answers_as_before(tmp_path):
     """A file that finds terms through the ``terms_h`` index gets ``term_hashes`` and empty write buffers."""
-    data = _graph(200)
-    reference = SqliteTriplesStore(home=tmp_path / "ref")
-    reference.insert("u", "c", data)
-    old = user_file("triples", "u", home=tmp_path / "old")
-    old.parent.mkdir(parents=True)
-    with sqlite3.connect(old) as conn:
-        conn.executescript(_SCHEMA_4)
-        ref = raw(tmp_path / "ref", "u")
-        conn.executemany("INSERT INTO collections VALUES (?, ?)", ref.execute("SELECT id, name FROM collections"))
-        conn.executemany("INSERT INTO terms VALUES (?, ?, ?)", ref.execute("SELECT id, h, text FROM terms"))
-        for table in ("quads", "quads_o", "quads_p"):
-            conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?)",
-                             ref.execute("SELECT c, s, p, o, g FROM quads"))
-        ref.close()
+    data, reference = _reference_and_old_file(tmp_path, _SCHEMA_4, ("quads", "quads_o", "quads_p"))
     converted = SqliteTriplesStore(home=tmp_path / "old")
-    edge = data[1]
-    for pattern in (TriplePattern(s=edge.s), TriplePattern(o=edge.o), TriplePattern(p=P, limit=5000),
-                    TriplePattern(o=triple_term(edge.s, edge.p, edge.o), g="urn:graph:source"),
-                    TriplePattern(p=P, o=literal("label 7"))):
-        assert converted.query("u", "c", pattern) == reference.query("u", "c", pattern), pattern
+    _assert_answers_like(converted, reference, data)
     converted.insert("u", "c", [Triple(A, P, literal("new after conversion"))])
     assert converted.query("u", "c", TriplePattern(o=literal("new after conversion"))) == [
         Triple(A, P, literal("new after conversion"))]

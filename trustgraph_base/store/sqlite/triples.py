@@ -75,52 +75,46 @@ SCHEMA_VERSION = "5"
 #: Page size of new files, in bytes (see :meth:`SqliteTriplesStore._open`).
 PAGE_SIZE = 16384
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS collections (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, h INTEGER NOT NULL, text TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS term_hashes (h INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (h, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS term_hashes_recent (
-    h INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (h, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS quads (
-    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
-    PRIMARY KEY (c, s, p, o, g)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS quads_o (
-    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
-    PRIMARY KEY (c, o, p, s, g)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS quads_p (
-    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
-    PRIMARY KEY (c, p, g, o, s)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS quads_o_recent (
-    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
-    PRIMARY KEY (c, o, p, s, g)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS quads_p_recent (
-    c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, o INTEGER NOT NULL, g INTEGER NOT NULL,
-    PRIMARY KEY (c, p, g, o, s)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS traces (
-    c INTEGER NOT NULL, uri TEXT NOT NULL, type TEXT NOT NULL, question TEXT NOT NULL, time TEXT NOT NULL,
-    ts INTEGER NOT NULL, parent TEXT NOT NULL, PRIMARY KEY (c, uri)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS traces_time ON traces (c, ts, uri);
-CREATE INDEX IF NOT EXISTS traces_type_time ON traces (c, type, ts, uri);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '5'), ('terms_epoch', '0'), ('recent_rows', '0');
-"""
-
 #: The three copies of the quads and their key orders.
 _TABLES = (("quads", "spog"), ("quads_o", "opsg"), ("quads_p", "pgos"))
 
 #: Each table's key order after the collection, for ``INSERT ... SELECT ... ORDER BY``.
 _ORDER_BY = {table: ", ".join(order) for table, order in _TABLES}
 
+#: The quad tables whose new rows land at random positions; each has a write buffer.
+_BUFFERED_QUADS = ("quads_o", "quads_p")
+
 #: The B-trees that new rows reach at random positions, each with the write buffer (``<name>_recent``,
 #: same key) that takes its new rows until :func:`_merge_recent` moves them over.
-_BUFFERED = ("quads_o", "quads_p", "term_hashes")
+_BUFFERED = (*_BUFFERED_QUADS, "term_hashes")
 
 #: Rows (quads and terms) the write buffers take before they are merged into the main tables.
 #: Larger: fewer merges, but each insert rewrites more buffer pages; 100k-400k measured alike.
 RECENT_ROWS_MAX = 200_000
 
 #: Every table that holds quads.
-_QUAD_TABLES = ("quads", "quads_o", "quads_p", "quads_o_recent", "quads_p_recent")
+_QUAD_TABLES = (*(table for table, _order in _TABLES), *(f"{table}_recent" for table in _BUFFERED_QUADS))
+
+_QUADS_DDL = ("CREATE TABLE IF NOT EXISTS {name} (c INTEGER NOT NULL, s INTEGER NOT NULL, p INTEGER NOT NULL, "
+              "o INTEGER NOT NULL, g INTEGER NOT NULL, PRIMARY KEY (c, {key})) WITHOUT ROWID;")
+_TERM_HASHES_DDL = ("CREATE TABLE IF NOT EXISTS {name} (h INTEGER NOT NULL, id INTEGER NOT NULL, "
+                    "PRIMARY KEY (h, id)) WITHOUT ROWID;")
+
+# ``recent_rows`` counts the rows added to the write buffers since the last merge; deletes do
+# not lower it (an over-count only merges a little early).
+_SCHEMA = "\n".join([
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;",
+    "CREATE TABLE IF NOT EXISTS collections (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);",
+    "CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, h INTEGER NOT NULL, text TEXT NOT NULL);",
+    *(_TERM_HASHES_DDL.format(name=name) for name in ("term_hashes", "term_hashes_recent")),
+    *(_QUADS_DDL.format(name=name, key=_ORDER_BY[name.removesuffix("_recent")]) for name in _QUAD_TABLES),
+    """CREATE TABLE IF NOT EXISTS traces (
+    c INTEGER NOT NULL, uri TEXT NOT NULL, type TEXT NOT NULL, question TEXT NOT NULL, time TEXT NOT NULL,
+    ts INTEGER NOT NULL, parent TEXT NOT NULL, PRIMARY KEY (c, uri)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS traces_time ON traces (c, ts, uri);
+CREATE INDEX IF NOT EXISTS traces_type_time ON traces (c, type, ts, uri);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '5'), ('terms_epoch', '0'), ('recent_rows', '0');""",
+])
 
 
 def _best_table(bound: frozenset) -> str:
@@ -690,7 +684,7 @@ def _insert_quads(conn: sqlite3.Connection, cid: int, rows: Sequence[tuple[int, 
                  f"ORDER BY {_ORDER_BY['quads']}", (cid,))
     added = conn.total_changes - before
     if added:
-        for table in ("quads_o", "quads_p"):
+        for table in _BUFFERED_QUADS:
             unless_stored = "" if added == len(rows) else (
                 f" WHERE NOT EXISTS (SELECT 1 FROM {table} AS m WHERE m.c = ?1 AND m.s = x.s AND m.p = x.p "
                 "AND m.o = x.o AND m.g = x.g)")
