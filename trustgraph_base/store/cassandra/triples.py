@@ -65,6 +65,7 @@ from typing import Iterable, Iterator, Sequence
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary, TriplePattern
 from ..errors import StoreError, StoreUnavailable
+from ..gc_pause import gc_paused
 from ..names import storage_name
 from ..triples import (
     IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
@@ -379,6 +380,10 @@ class CassandraTriplesStore:
         :raises StoreUnavailable: Cassandra could not be reached or timed out (retry the same batch).
         """
         check_names(user, collection)
+        with gc_paused():
+            return self._insert(user, collection, triples)
+
+    def _insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         quads = prepare_triples(triples)
         traces = extract_traces(quads)
         st = self._prepared(user)

@@ -59,6 +59,7 @@ from typing import Iterable, Iterator, Sequence
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary, TriplePattern
 from ..errors import StoreError, StoreUnavailable
+from ..gc_pause import gc_paused
 from ..names import tg_home, user_file
 from ..triples import (
     IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
@@ -307,6 +308,10 @@ class SqliteTriplesStore:
         :raises StoreUnavailable: the file stayed locked longer than ``busy_timeout``.
         """
         check_names(user, collection)
+        with gc_paused():
+            return self._insert(user, collection, triples)
+
+    def _insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         quads = prepare_triples(triples)
         traces = extract_traces(quads)
         path = self.path(user)
