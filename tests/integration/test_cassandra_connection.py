@@ -22,15 +22,19 @@ PART = 256 * 1024
 
 
 @pytest.fixture
-def session(cassandra_service, cassandra_session):
-    """The stores' shared session, with a fresh keyspace and table of blob parts (dropped afterwards)."""
-    store_session = connect(CassandraConfig(hosts=(cassandra_service.host,), port=cassandra_service.port))
+def session(cassandra_service):
+    """The stores' shared session."""
+    return connect(CassandraConfig(hosts=(cassandra_service.host,), port=cassandra_service.port))
+
+
+@pytest.fixture
+def ks(cassandra_session):
+    """A fresh keyspace with a table of blob parts (dropped afterwards)."""
     ks = f"conn_{uuid.uuid4().hex[:10]}"
     cassandra_session.execute(f"CREATE KEYSPACE {ks} WITH replication = "
                               "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=120)
     cassandra_session.execute(f"CREATE TABLE {ks}.parts (k uuid, i int, d blob, PRIMARY KEY (k, i))", timeout=120)
-    store_session.ks = ks
-    yield store_session
+    yield ks
     cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=300)
 
 
@@ -45,18 +49,18 @@ def test_stores_connect_through_the_queueing_connection(session):
     assert connections and all(isinstance(c, expected) for c in connections)
 
 
-def test_request_sent_while_the_send_buffer_is_full_is_delayed_not_refused(session):
+def test_request_sent_while_the_send_buffer_is_full_is_delayed_not_refused(session, ks):
     """Injected fault: the connection is told its socket would block, as libev tells it under a burst."""
-    insert = session.prepare(f"INSERT INTO {session.ks}.parts (k, i, d) VALUES (?, ?, ?)")
+    insert = session.prepare(f"INSERT INTO {ks}.parts (k, i, d) VALUES (?, ?, ?)")
     key = uuid.uuid4()
     for conn in _connections(session):
         conn._socket_writable = False
     session.execute(insert, (key, 0, b"x"))
-    rows = list(session.execute(f"SELECT i, d FROM {session.ks}.parts WHERE k = %s", (key,)))
+    rows = list(session.execute(f"SELECT i, d FROM {ks}.parts WHERE k = %s", (key,)))
     assert [(r.i, r.d) for r in rows] == [(0, b"x")]
 
 
-def test_concurrent_bursts_of_large_writes_all_land_and_leak_no_stream_ids(session):
+def test_concurrent_bursts_of_large_writes_all_land_and_leak_no_stream_ids(session, ks):
     """Four writers, each sending 21 parts of 256 KiB sixteen at a time, as librarian adds of 5 MB do.
 
     With the stock connection this refused about half the writes on this machine, and left
@@ -64,7 +68,7 @@ def test_concurrent_bursts_of_large_writes_all_land_and_leak_no_stream_ids(sessi
     """
     from cassandra.concurrent import execute_concurrent
 
-    insert = session.prepare(f"INSERT INTO {session.ks}.parts (k, i, d) VALUES (?, ?, ?)")
+    insert = session.prepare(f"INSERT INTO {ks}.parts (k, i, d) VALUES (?, ?, ?)")
     blob = os.urandom(PART)
     keys: list[uuid.UUID] = []
     failures: list[BaseException] = []
@@ -84,6 +88,6 @@ def test_concurrent_bursts_of_large_writes_all_land_and_leak_no_stream_ids(sessi
         t.join()
     assert failures == []
     for key in keys:
-        rows = list(session.execute(f"SELECT i, d FROM {session.ks}.parts WHERE k = %s", (key,), timeout=60))
+        rows = list(session.execute(f"SELECT i, d FROM {ks}.parts WHERE k = %s", (key,), timeout=60))
         assert [r.i for r in rows] == list(range(21)) and all(r.d == blob for r in rows)
     assert [c.in_flight for c in _connections(session)] == [0]

@@ -3,10 +3,10 @@
 A bulk insert builds tens of thousands of short-lived tuples (canonical keys, id rows), and
 every 700 of them start a collection that walks all young objects, among them the batch of
 ``Triple`` objects the caller has just built.  Measured on a 1M-triple SQLite load in
-batches of 10,000: 85-87k triples/s with the collector running, 95-96k with it paused during
-each insert.  An insert's objects form no reference cycles (reference counting frees them
-as before); what the pause delays is only the collection of cycles other code makes
-meanwhile, and of a failed insert's traceback, until the last concurrent bulk write ends.
+batches of 10,000: 85-87k triples/s with the collector running, 95-96k with it off.  An
+insert's objects form no reference cycles (reference counting frees them as before); what
+the pause delays is only the collection of cycles other code makes meanwhile, and of a
+failed insert's traceback, until the last concurrent bulk write ends.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ _resume = False      # whether the collector was enabled when the first of them 
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Run the body with the cyclic collector disabled, unless it was disabled already.
+    """Run the body (a ``with`` block, or a function decorated ``@gc_paused()``) with the cyclic
+    collector disabled.
 
     Nested and concurrent uses share one pause: the collector is re-enabled when the last one
     ends, and only if it was enabled before the first began.

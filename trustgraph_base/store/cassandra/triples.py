@@ -369,6 +369,7 @@ class CassandraTriplesStore:
 
     # ------------------------------------------------------------ writes
 
+    @gc_paused()
     def insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         """Store ``triples`` in ``user``'s ``collection`` (all validated first; re-inserting is a no-op).
 
@@ -380,10 +381,6 @@ class CassandraTriplesStore:
         :raises StoreUnavailable: Cassandra could not be reached or timed out (retry the same batch).
         """
         check_names(user, collection)
-        with gc_paused():
-            return self._insert(user, collection, triples)
-
-    def _insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         quads = prepare_triples(triples)
         traces = extract_traces(quads)
         st = self._prepared(user)

@@ -297,6 +297,7 @@ class SqliteTriplesStore:
 
     # ------------------------------------------------------------ writes
 
+    @gc_paused()
     def insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         """Store ``triples`` in ``user``'s ``collection`` (all validated first; re-inserting is a no-op).
 
@@ -308,10 +309,6 @@ class SqliteTriplesStore:
         :raises StoreUnavailable: the file stayed locked longer than ``busy_timeout``.
         """
         check_names(user, collection)
-        with gc_paused():
-            return self._insert(user, collection, triples)
-
-    def _insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         quads = prepare_triples(triples)
         traces = extract_traces(quads)
         path = self.path(user)
