@@ -3,7 +3,8 @@
 Runs the real processors (graph-rag, prompt, text-completion, embeddings, vector and triple
 query, librarian, triples-write) on the embedded stack (in-process bus, SQLite) and, when
 ``PULSAR_URL`` and ``CASSANDRA_HOST`` are set, on the distributed one (Apache Pulsar,
-Apache Cassandra), both started in this process and measured **interleaved**, so ratios
+Apache Cassandra; the storage services in processes of their own, :data:`OWN_PROCESSES`),
+both measured **interleaved**, so ratios
 between stacks and between explainability on and off come from the same minutes of the
 same machine.  The LLM is the project's OpenAI-compatible server (extractive answers, a
 fixed 50 ms per answer) in a separate process, spoken to by the real ``openai`` client.
@@ -54,6 +55,11 @@ CONCURRENCY = {"graph-rag": 16, "document-rag": 16, "agent-manager-react": 16, "
                "text-completion": 32, "triples-query": 4, "graph-embeddings-query": 4,
                "document-embeddings-query": 4, "embeddings": 2, "librarian": 4}
 FIRST_EXPLAIN_TARGET_MS = {"embedded": 20.0, "distributed": 50.0}
+#: Services the distributed stack runs as processes of their own, as deployed (README, *Distributed set-up*):
+#: the stores' side of a query and of its trace.  The query path stays in this process, where its requests
+#: are recorded.  Run here too, their CPU (reading source chains, writing traces) would hold this process's
+#: GIL while the query path waits for it, a cost no deployment of separate services pays.
+OWN_PROCESSES = ("triples-write", "triples-query", "librarian")
 
 
 def load_note() -> str:
@@ -147,6 +153,24 @@ class Deployment:
         return await start_embedded(only=tuple(only), llm=llm, settings=settings, backend=self.backend(),
                                     flow=flow or f"bench{uuid.uuid4().hex[:8]}", **self.store_kwargs())
 
+    async def start_with_processes(self, only: Sequence[str], own: Sequence[str], *, settings: dict | None = None):
+        """:meth:`start`, with the services in ``own`` (on the distributed stack) as processes of their own.
+
+        :return: the running in-process part and the :class:`ServiceProcesses` (``None`` when nothing runs apart).
+        """
+        own = [p for p in own if p in only] if self.stack == "distributed" else []
+        if not own:
+            return await self.start(only, settings=settings), None
+        flow = f"bench{uuid.uuid4().hex[:8]}"
+        processes = ServiceProcesses(own, flow, self.servers, self.home)
+        try:
+            await processes.wait_started()
+            running = await self.start([p for p in only if p not in own], settings=settings, flow=flow)
+        except BaseException:
+            processes.stop()
+            raise
+        return running, processes
+
     def close(self) -> None:
         """Remove everything this deployment stored."""
         shutil.rmtree(self.home, ignore_errors=True)
@@ -161,6 +185,99 @@ class Deployment:
                 session.execute(f"DROP KEYSPACE IF EXISTS {storage_name(prefix, self.user)}", timeout=300)
         except Exception as e:  # noqa: BLE001 - cleanup must not hide the figures
             print(f"  warning: could not drop the keyspace of {self.user}: {e}", flush=True)
+
+
+class ServiceProcesses:
+    """Services started as their own processes (console scripts) on Pulsar + Cassandra, watched through their metrics.
+
+    Each serves Prometheus metrics on a free 127.0.0.1 port: ``tg_processors_started`` says when it is
+    subscribed, ``tg_in_flight_messages`` when it is busy (for :func:`settle`), and triples-query's
+    ``tg_store_pattern_lookups_total`` counts store look-ups.  CPU time is read from ``/proc``.
+
+    :param services: console-script names, e.g. :data:`OWN_PROCESSES`.
+    :param flow: the flow of the in-process part of the stack.
+    :param servers: Pulsar and Cassandra addresses.
+    :param logs: directory for each process's log.
+    """
+
+    def __init__(self, services: Sequence[str], flow: str, servers: Servers, logs: Path):
+        import socket
+
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.ports: dict[str, int] = {}
+        self.logs = logs
+        for name in services:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.ports[name] = sock.getsockname()[1]
+            script = Path(sys.executable).with_name(name)
+            cmd = [str(script) if script.exists() else (shutil.which(name) or name),
+                   "--pubsub", "pulsar", "--pulsar-url", servers.pulsar_url or "", "--store", "cassandra",
+                   "--cassandra-host", servers.cassandra_host or "", "--cassandra-port", str(servers.cassandra_port),
+                   "--flow", flow, "--metrics-port", str(self.ports[name]), "--log-level", "WARNING"]
+            if servers.pulsar_admin_url:
+                cmd += ["--pulsar-admin-url", servers.pulsar_admin_url]
+            if name in CONCURRENCY:
+                cmd += ["--concurrency", str(CONCURRENCY[name])]
+            with open(logs / f"{name}.log", "wb") as log:
+                self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+    def _metric(self, name: str, metric: str) -> float:
+        """Sum of ``metric`` (all label sets) on ``name``'s metrics page; NaN while the page is not served yet."""
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[name]}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            return float("nan")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(metric + "{") or line.startswith(metric + " "))
+
+    async def wait_started(self, timeout: float = 120.0) -> None:
+        """Until every process says it is subscribed; a process that exits fails with its log."""
+        deadline = time.monotonic() + timeout
+        waiting = set(self.procs)
+        while waiting:
+            for name in list(waiting):
+                if self.procs[name].poll() is not None:
+                    log = (self.logs / f"{name}.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"{name} exited with {self.procs[name].returncode}: {log}")
+                if await asyncio.to_thread(self._metric, name, "tg_processors_started") >= 1:
+                    waiting.discard(name)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not started within {timeout:g} s: {', '.join(sorted(waiting))}")
+            await asyncio.sleep(0.2)
+
+    def busy(self) -> bool:
+        """True while any of the processes handles a message (or cannot say)."""
+        return any(not self._metric(name, "tg_in_flight_messages") == 0 for name in self.procs)
+
+    def lookups(self) -> float:
+        """Store pattern look-ups of triples-query so far (0 when it does not run here)."""
+        return self._metric("triples-query", "tg_store_pattern_lookups_total") if "triples-query" in self.procs else 0
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the processes so far."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for p in self.procs.values():
+            try:
+                fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick
+        return total
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def stores_of(stack) -> tuple[Any, Any, Any]:
@@ -434,8 +551,25 @@ class CountingStore:
         return getattr(self.inner, name)
 
 
-async def settle(stack, quiet: float | None = None, timeout: float = 60.0) -> None:
-    """Wait until no processor of ``stack`` handles a message (and the in-process bus is empty) for ``quiet`` s.
+class ProcessLookups:
+    """:class:`CountingStore`'s ``lookups`` for a triples-query running apart, from its look-up counter."""
+
+    def __init__(self, processes: ServiceProcesses):
+        self.processes = processes
+        self._base = processes.lookups()
+
+    def reset(self) -> None:
+        self._base = self.processes.lookups()
+
+    @property
+    def lookups(self) -> int:
+        return int(self.processes.lookups() - self._base)
+
+
+async def settle(stack, quiet: float | None = None, timeout: float = 60.0,
+                 processes: ServiceProcesses | None = None) -> None:
+    """Wait until no processor of ``stack`` (or of ``processes``) handles a message, and the in-process bus is
+    empty, for ``quiet`` s.
 
     Explain triples are stored in the background; letting that finish keeps one query's
     writes out of the next one's latency.
@@ -446,6 +580,8 @@ async def settle(stack, quiet: float | None = None, timeout: float = 60.0) -> No
     deadline, since = loop.time() + timeout, None
     while loop.time() < deadline:
         busy = any(p.in_flight for p in stack.processors) or (pending is not None and pending() > 0)
+        if not busy and processes is not None:
+            busy = await asyncio.to_thread(processes.busy)
         now = loop.time()
         if busy:
             since = None
@@ -489,7 +625,8 @@ async def stream_request(client, request, timeout: float = 120.0) -> Answer:
 
 @dataclass
 class QueryRecord:
-    """One measured query: the client's view, the requests the service made, store look-ups, CPU of this process."""
+    """One measured query: the client's view, the requests the service made, store look-ups, CPU time
+    (of this process and of the services running apart)."""
 
     answer: Answer
     calls: list[Call]
@@ -547,8 +684,9 @@ def interleaved_order(items: Sequence[Any], rep: int) -> list[Any]:
 
 
 def on_off_figures(v: Variants, stack: str, what: str, reps: int, target: float = 1.05,
-                   cpu: Variants | None = None, unit_note: str = "") -> list[Figure]:
-    """Latency on and off, their ratio (the target) and, if measured, the same for CPU time."""
+                   cpu: Variants | None = None, unit_note: str = "",
+                   cpu_what: str = "services + bus + client (+ SQLite when embedded)") -> list[Figure]:
+    """Latency on and off, their ratio (the target) and, if measured, the same for CPU time (of ``cpu_what``)."""
     on, off = v.all(stack, "on"), v.all(stack, "off")
     ratio, per_rep = v.ratio((stack, "on"), (stack, "off"))
     out = [
@@ -561,10 +699,10 @@ def on_off_figures(v: Variants, stack: str, what: str, reps: int, target: float 
     ]
     if cpu is not None:
         c_ratio, c_rep = cpu.ratio((stack, "on"), (stack, "off"))
-        out.append(Figure(f"{what}: CPU of this process per request, on / off", c_ratio, "x", stack=stack,
+        out.append(Figure(f"{what}: CPU per request, on / off", c_ratio, "x", stack=stack,
                           spread=spread(c_rep), note=f"{statistics.median(cpu.all(stack, 'on')):.0f} vs "
                                                      f"{statistics.median(cpu.all(stack, 'off')):.0f} ms; "
-                                                     "services + bus + client (+ SQLite when embedded)"))
+                                                     + cpu_what))
     return out
 
 
@@ -579,8 +717,13 @@ class GraphRagTarget:
     conn: Any
     client: Any
     ports: RecordingPorts
-    store: CountingStore
+    store: Any  # CountingStore, or ProcessLookups when triples-query runs apart
     collection: str
+    processes: ServiceProcesses | None = None
+
+    def cpu_seconds(self) -> float:
+        """CPU time so far of this process and of the services running apart."""
+        return time.process_time() + (self.processes.cpu_seconds() if self.processes else 0.0)
 
     async def ask(self, question: str, explainable: bool = True, settle_after: bool = True,
                   **limits) -> QueryRecord:
@@ -591,12 +734,12 @@ class GraphRagTarget:
         self.store.reset()
         req = GraphRagQuery(query=question, user=self.deployment.user, collection=self.collection, streaming=True,
                             explainable=explainable, **limits)
-        c0 = time.process_time()
+        c0 = self.cpu_seconds()
         answer = await stream_request(self.client, req)
         calls, lookups = list(self.ports.calls), self.store.lookups
         if settle_after:
-            await settle(self.stack)
-        return QueryRecord(answer, calls, lookups, (time.process_time() - c0) * 1000)
+            await settle(self.stack, processes=self.processes)
+        return QueryRecord(answer, calls, lookups, (self.cpu_seconds() - c0) * 1000)
 
 
 async def load_graph(suite: Suite, stack: str, graph: SyntheticGraph, collection: str, real: set[int] | None,
@@ -624,25 +767,32 @@ async def open_target(suite: Suite, stack: str, collection: str,
     from trustgraph_cli.connection import Connection
 
     d = suite.deployment(stack)
-    running = await d.start(processors, settings=stack_settings(suite.llm))
+    running, processes = await d.start_with_processes(processors, OWN_PROCESSES, settings=stack_settings(suite.llm))
     try:
         rag = running.get("graph-rag")
         ports = RecordingPorts(rag.rag.ports)
         rag.rag.ports = ports
-        query = running.get("triples-query")
-        store = CountingStore(query.store)
-        query.store = store
+        if processes is not None and "triples-query" in processes.procs:
+            store: Any = ProcessLookups(processes)
+        else:
+            query = running.get("triples-query")
+            store = CountingStore(query.store)
+            query.store = store
         conn = await Connection.attach(running, timeout=120).__aenter__()
         client = await conn.client("graph-rag")
     except BaseException:
         await running.stop()
+        if processes is not None:
+            processes.stop()
         raise
-    return GraphRagTarget(stack, d, running, conn, client, ports, store, collection)
+    return GraphRagTarget(stack, d, running, conn, client, ports, store, collection, processes)
 
 
 async def close_target(t: GraphRagTarget) -> None:
     await t.conn.__aexit__(None, None, None)
     await t.stack.stop()
+    if t.processes is not None:
+        t.processes.stop()
 
 
 async def latency_on_off(targets: Sequence[GraphRagTarget], questions: Sequence[Question], reps: int) -> list[Figure]:
@@ -665,8 +815,12 @@ async def latency_on_off(targets: Sequence[GraphRagTarget], questions: Sequence[
     for t in targets:
         s, recs = t.name, on[t.name]
         first = [r.answer.first_explain * 1000 for r in recs]
+        apart = by_name[s].processes
         out += on_off_figures(v, s, "GraphRAG", reps, cpu=cpu,
-                              unit_note=f", LLM {LLM_LATENCY_MS:g} ms per answer (2 answers per query)")
+                              unit_note=f", LLM {LLM_LATENCY_MS:g} ms per answer (2 answers per query)"
+                                        + (f"; {', '.join(apart.procs)} in processes of their own" if apart else ""),
+                              cpu_what="services + bus + client" + (" + the services in their own processes"
+                                                                    if apart else " + SQLite"))
         out += [
             Figure("time to first explain event p50", percentile(first, 50), "ms", FIRST_EXPLAIN_TARGET_MS[s],
                    stack=s, note=f"p95 {percentile(first, 95):.1f} ms, from sending the request"),
@@ -718,16 +872,17 @@ async def concurrent_clients(t: GraphRagTarget, questions: Sequence[Question], c
             r = await t.ask(q.text, settle_after=False)
             latencies.append(r.answer.latency * 1000)
 
-    await settle(t.stack)
-    t0, c0 = time.perf_counter(), time.process_time()
+    await settle(t.stack, processes=t.processes)
+    t0, c0 = time.perf_counter(), t.cpu_seconds()
     await asyncio.gather(*(client_loop(k) for k in range(clients)))
-    await settle(t.stack)
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    await settle(t.stack, processes=t.processes)
+    elapsed, cpu = time.perf_counter() - t0, t.cpu_seconds() - c0
     n = clients * per_client
     return [Figure(f"GraphRAG queries/s, {clients} concurrent clients", n / elapsed, "queries/s", better="higher",
                    stack=t.name, note=f"{n} queries, p50 {percentile(latencies, 50):.0f} ms, p95 "
-                                      f"{percentile(latencies, 95):.0f} ms, this process {1000 * cpu / n:.0f} ms "
-                                      f"CPU/query; {load_note()}")]
+                                      f"{percentile(latencies, 95):.0f} ms, {1000 * cpu / n:.0f} ms CPU/query "
+                                      f"({'with the services apart' if t.processes else 'this process'}); "
+                                      f"{load_note()}")]
 
 
 # ================================================================== our own CPU per query

@@ -276,3 +276,31 @@ async def test_the_final_stage_of_a_trace_ends_the_wait(deployment):
         await stack.wait_idle()  # the insert was called; let it finish
         assert calls == [sum(map(len, stages))], calls  # one write holding the whole trace
         assert store.get_trace(user, coll, q) is not None
+
+
+async def test_query_service_reports_lookups_in_flight_and_started_in_its_metrics(deployment):
+    """What a scraper outside the process (the benchmarks' services run apart) reads: processors started,
+    messages in flight (0 when idle), and triples-query's store pattern look-ups, one per pattern."""
+    from prometheus_client import REGISTRY
+
+    from trustgraph_cli.connection import Connection
+
+    def sample(name: str, processor: str) -> float:
+        return REGISTRY.get_sample_value(name, {"processor": processor}) or 0.0
+
+    user, coll = deployment.user, f"tm-{uuid.uuid4().hex[:6]}"
+    started_before = sample("tg_processors_started", "triples-query")
+    stack = await deployment.start(STACK)
+    try:
+        assert sample("tg_processors_started", "triples-query") == started_before + 1
+        e = "http://trustgraph.ai/e/"
+        before = sample("tg_store_pattern_lookups_total", "triples-query")
+        async with Connection.attach(stack, timeout=30) as conn:
+            await conn.request("triples", TriplesQueryRequest(user=user, collection=coll, patterns=[
+                TriplePattern(s=iri(f"{e}a")), TriplePattern(s=iri(f"{e}b")), TriplePattern(p=iri(f"{e}c"))]))
+        assert sample("tg_store_pattern_lookups_total", "triples-query") == before + 3
+        await stack.wait_idle(settle=0.01)
+        assert sample("tg_in_flight_messages", "triples-query") == 0
+    finally:
+        await stack.stop()
+    assert sample("tg_processors_started", "triples-query") == started_before

@@ -111,3 +111,54 @@ def test_source_chain_reaches_the_document_and_sources_are_deduplicated():
     assert [l.label for l in links[1:]] == ["Chunk 3", "Page 2", "The Curies"]
     docs = source_documents(chains)
     assert [(d.uri, d.title) for d in docs] == [(doc, "The Curies")]
+
+
+def test_model_requests_leave_before_the_explain_work_that_does_not_need_them():
+    """The edge-selection request is sent before the Exploration is stored, and the synthesis request
+    before the source chains are walked: that work only competes with the request for the CPU."""
+    import asyncio
+
+    from trustgraph_base.schema import EntityMatch, GraphRagQuery
+    from trustgraph_flow.retrieval.graph_rag.rag import GraphRag, PromptOutcome
+
+    order: list[str] = []
+    edge = t("curie", "discovered", "polonium")
+
+    class Ports:
+        async def embed(self, text):
+            return [0.1]
+
+        async def find_entities(self, user, collection, vector, limit):
+            return [EntityMatch(entity=iri(E + "curie"), label="Curie", score=0.9)]
+
+        async def query(self, user, collection, patterns, **walk):
+            order.append("source walk" if walk.get("follow") else "explore")
+            return [] if walk.get("follow") else [edge]
+
+        async def prompt(self, template, terms):
+            order.append(template)
+            await asyncio.sleep(0.01)
+            return PromptOutcome(objects=[{"id": terms["knowledge"][0]["id"], "reasoning": "it answers"}])
+
+        async def prompt_stream(self, template, terms):
+            order.append(template)
+            await asyncio.sleep(0.01)
+            yield "Curie discovered polonium."
+            yield PromptOutcome()
+
+        async def store_explain(self, user, collection, uri, triples):
+            order.append("store " + uri.split(":")[-2])
+
+        async def store_answer(self, user, collection, document_id, text, stage_uri, stage_triples):
+            order.append("store answer")
+
+    sent = []
+
+    async def emit(msg):
+        sent.append(msg)
+
+    asyncio.run(GraphRag(Ports()).query(GraphRagQuery(query="Who discovered polonium?", user="u", collection="c",
+                                                      explainable=True), emit))
+    assert sent[-1].error is None, sent[-1].error
+    assert order.index("kg-edge-selection") < order.index("store exploration")
+    assert order.index("kg-synthesis") < order.index("source walk")

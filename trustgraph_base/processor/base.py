@@ -44,7 +44,7 @@ from ..pubsub.topics import dead_letter_queue
 from ..schema.primitives import Error
 from .client import RequestResponseClient
 from .context import MessageContext
-from .metrics import HANDLER_SECONDS, MESSAGES
+from .metrics import HANDLER_SECONDS, IN_FLIGHT, MESSAGES, STARTED
 from .specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ class Processor:
         self._workers: list[asyncio.Task] = []
         self._receiving: set[asyncio.Task] = set()
         self._in_flight = 0
+        self._in_flight_gauge = IN_FLIGHT.labels(self.id)  # the same count, for a benchmark or a scraper outside
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
@@ -169,6 +170,7 @@ class Processor:
                 self._workers.append(asyncio.create_task(self._work(spec, consumer),
                                                          name=f"{self.id}-{spec.name}-{n}"))
         self.started = True
+        STARTED.labels(self.id).inc()
         log.info("%s started (%s)", self.id, ", ".join(s.name for s in self._consumer_specs) or "no consumers")
 
     async def stop(self, timeout: float = 30.0) -> None:
@@ -188,6 +190,8 @@ class Processor:
                 log.warning("%s: handler still running after %.0f s, cancelling", self.id, timeout)
                 task.cancel()
             await asyncio.gather(*self._workers, return_exceptions=True)
+        if self.started:
+            STARTED.labels(self.id).dec()
         await self.on_stop()
         for consumer in self._consumers:
             await consumer.close()
@@ -232,6 +236,7 @@ class Processor:
             finally:
                 self._receiving.discard(me)
             self._in_flight += 1
+            self._in_flight_gauge.inc()
             self._idle.clear()
             try:
                 await self._handle(spec, consumer, msg)
@@ -239,6 +244,7 @@ class Processor:
                 log.exception("%s/%s: unexpected failure handling message %s", self.id, spec.name, msg.message_id)
             finally:
                 self._in_flight -= 1
+                self._in_flight_gauge.dec()
                 if self._in_flight == 0:
                     self._idle.set()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +15,11 @@ HANDLER_SECONDS = Histogram("tg_handler_seconds", "Handler latency in seconds", 
                                      30, 60))
 REQUESTS = Counter("tg_client_requests_total", "Requests sent by clients, by outcome (ok, timeout, error)",
                    ["processor", "service", "outcome"])
+
+IN_FLIGHT = Gauge("tg_in_flight_messages", "Messages the processor is handling now", ["processor"])
+STARTED = Gauge("tg_processors_started", "Processors of this id in the process whose consumers are subscribed",
+                ["processor"])
+STORE_LOOKUPS = Counter("tg_store_pattern_lookups_total", "Triple patterns looked up in the store", ["processor"])
 
 _started: set[int] = set()
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 
 from trustgraph_base.processor import Processor, launch
+from trustgraph_base.processor.metrics import STORE_LOOKUPS
 from trustgraph_base.provenance.namespaces import RDF_TYPE
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
@@ -44,6 +45,12 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
         self.store = self.use_store(triples_store, open_triples_store)
         self.add(request_spec("triples", self.flow, self.on_query))
         self.add(request_spec("trace-list", self.flow, self.on_trace_list, name="trace-list"))
+        self._lookups = STORE_LOOKUPS.labels(self.id)
+
+    def _look_up(self, req: TriplesQueryRequest, patterns: list) -> list:
+        """``store.query_many`` for ``req``'s user and collection, counted in ``tg_store_pattern_lookups_total``."""
+        self._lookups.inc(len(patterns))
+        return self.store.query_many(req.user, req.collection, patterns)
 
     def run_query(self, req: TriplesQueryRequest) -> list:
         """Execute one request against the store (runs in a worker thread)."""
@@ -52,7 +59,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
             raise ValueError(f"too many patterns in one request ({len(patterns)} > {MAX_PATTERNS})")
         if not 0 <= req.follow_depth <= MAX_FOLLOW_DEPTH:
             raise ValueError(f"follow_depth must be between 0 and {MAX_FOLLOW_DEPTH}")
-        results = self.store.query_many(req.user, req.collection, patterns)
+        results = self._look_up(req, patterns)
         out, seen = [], set()
 
         def take(triples):
@@ -91,7 +98,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
                 break
             if level > 0 and len(preds) > 1:
                 wanted = set(preds)
-                slices = self.store.query_many(req.user, req.collection, [
+                slices = self._look_up(req, [
                     TriplePattern(s=Term(IRI, node), g=g, limit=NODE_SLICE) for g, node in nodes])
                 found = [(n, [t for t in res if t.p.value in wanted])
                          for n, res in zip(nodes, slices) if len(res) < NODE_SLICE]
@@ -111,7 +118,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
         if not nodes or not preds:
             return []
         keys = [(g, node) for g, node in nodes for _p in preds]
-        found = self.store.query_many(req.user, req.collection, [
+        found = self._look_up(req, [
             TriplePattern(s=Term(IRI, node), p=Term(IRI, p), g=g, limit=100) for g, node in nodes for p in preds])
         return list(zip(keys, found))
 

@@ -131,6 +131,18 @@ class GraphRag:
         await run.execute()
 
 
+async def _started(coro: Awaitable[Any]) -> asyncio.Task:
+    """Run ``coro`` as a task and let it go as far as its first wait before the caller goes on.
+
+    A model request then leaves before the explain work the caller does next (building and
+    sending a stage, walking source chains): that work needs nothing from the request, but it
+    would compete with the request's way to the model for the CPU.
+    """
+    task = asyncio.ensure_future(coro)
+    await asyncio.sleep(0)
+    return task
+
+
 class _Run:
     """State of one query."""
 
@@ -196,7 +208,15 @@ class _Run:
             subgraph, seeds = await self._explore()
             self.stage = "focus"
             graph = get_labelgraph(subgraph.edges, subgraph.labels)
-            selection = await self._select(graph, seeds, subgraph)
+            selecting = await _started(self._select(graph, seeds, subgraph))
+            try:  # the Exploration is built and sent while the model selects edges
+                exp_uri = uris.exploration_uri(self.session)
+                await self._explain(exp_uri, exploration_triples(exp_uri, self.q_uri, len(subgraph.edges),
+                                                                 [m.entity for m in seeds if m.entity is not None]))
+            except BaseException:
+                selecting.cancel()
+                raise
+            selection = await selecting
             self.stage = "synthesis"
             await self._focus_and_synthesise(graph, selection, subgraph)
         except Exception as e:  # noqa: BLE001 - every failure ends the session with an error
@@ -222,9 +242,6 @@ class _Run:
         missing = subgraph.unlabelled()
         if missing:
             subgraph.add([await self.ports.query(req.user, req.collection, label_patterns(missing))])
-        exp_uri = uris.exploration_uri(self.session)
-        await self._explain(exp_uri, exploration_triples(exp_uri, self.q_uri, len(subgraph.edges),
-                                                         [m.entity for m in seeds if m.entity is not None]))
         return subgraph, seeds
 
     async def _select(self, graph, seeds: list[EntityMatch], subgraph: Subgraph) -> SelectionResult:
@@ -252,7 +269,7 @@ class _Run:
                      for sel in selection.selections for (s, p, o) in [graph.label_map[sel.edge_id]]]
         # Synthesis starts now; its text is held back until the focus event has gone out.
         pieces: asyncio.Queue = asyncio.Queue()
-        synth = asyncio.create_task(self._synthesise(knowledge, bool(graph.ids), pieces))
+        synth = await _started(self._synthesise(knowledge, bool(graph.ids), pieces))
         try:
             edge_sources: list[EdgeSource] = []
             if self.explain and edges:
