@@ -761,13 +761,16 @@ async def load_graph(suite: Suite, stack: str, graph: SyntheticGraph, collection
                        f"{load['vectors'] / max(load['vector_seconds'], 1e-9):,.0f} vectors/s ({how})")
 
 
-async def open_target(suite: Suite, stack: str, collection: str,
-                      processors: Sequence[str] = QUERY_PROCESSORS) -> GraphRagTarget:
-    """Start the query processors of the suite's deployment on ``stack``, attach instruments and a client."""
+async def open_target(suite: Suite, stack: str, collection: str, processors: Sequence[str] = QUERY_PROCESSORS,
+                      own: Sequence[str] = OWN_PROCESSES) -> GraphRagTarget:
+    """Start the query processors of the suite's deployment on ``stack``, attach instruments and a client.
+
+    :param own: processors that run in processes of their own on the distributed stack (``()``: none).
+    """
     from trustgraph_cli.connection import Connection
 
     d = suite.deployment(stack)
-    running, processes = await d.start_with_processes(processors, OWN_PROCESSES, settings=stack_settings(suite.llm))
+    running, processes = await d.start_with_processes(processors, own, settings=stack_settings(suite.llm))
     try:
         rag = running.get("graph-rag")
         ports = RecordingPorts(rag.rag.ports)
