@@ -677,10 +677,16 @@ class Variants:
 
 
 def interleaved_order(items: Sequence[Any], rep: int) -> list[Any]:
-    """Rotate (and every other time reverse) the order, so no variant always runs first."""
-    k = rep % len(items)
+    """Every rotation of ``items``, then every rotation reversed, so each item runs first and follows each
+    other item equally often.
+
+    (Reversing every other rotation, as before, undid the rotation for two items: with ``["on", "off"]``
+    "on" always ran first and "off" always right after it.)
+    """
+    n = len(items)
+    k = rep % n
     out = list(items[k:]) + list(items[:k])
-    return out if rep % 2 == 0 else out[::-1]
+    return out if (rep // n) % 2 == 0 else out[::-1]
 
 
 def on_off_figures(v: Variants, stack: str, what: str, reps: int, target: float = 1.05,

@@ -57,11 +57,18 @@ def test_dependent_rounds_count_chains_not_calls():
     assert dependent_rounds([]) == 0
 
 
-def test_interleaving_changes_who_goes_first():
-    keys = [("embedded", "on"), ("embedded", "off"), ("distributed", "on"), ("distributed", "off")]
-    orders = [interleaved_order(keys, rep) for rep in range(4)]
+@pytest.mark.parametrize("keys", [["on", "off"], ["a", "b", "c"],
+                                  [("embedded", "on"), ("embedded", "off"), ("distributed", "on"),
+                                   ("distributed", "off")]])
+def test_interleaving_puts_each_variant_first_and_after_each_other_equally_often(keys):
+    from collections import Counter
+
+    orders = [interleaved_order(keys, rep) for rep in range(2 * len(keys))]
     assert all(sorted(o) == sorted(keys) for o in orders)
-    assert len({o[0] for o in orders}) > 1
+    assert Counter(o[0] for o in orders) == {k: 2 for k in keys}
+    follows = Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+    if len(keys) == 2:  # "on" right after "off" as often as "off" right after "on"
+        assert follows[(keys[0], keys[1])] == follows[(keys[1], keys[0])]
 
 
 def test_variant_ratio_is_of_medians_with_one_ratio_per_repetition():
