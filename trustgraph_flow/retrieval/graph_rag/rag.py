@@ -5,7 +5,8 @@ Stages and what the client sees, in order (DESIGN.md 4)::
     explain(question) -> explain(exploration) -> explain(focus) -> chunk... -> explain(synthesis) -> final
 
 Each explain message is emitted the moment its stage is done (queued, not waited for: see
-``common/response_stream``), and the same triples go to the explainability store.  The answer
+``common/response_stream``; the Exploration just after the edge-selection request has left, see
+:func:`_started`), and the same triples go to the explainability store.  The answer
 and the Synthesis that points at it go to the librarian in one queued message; the librarian stores the answer first and then passes the Synthesis on
 to the triple store, so a stored trace never names an answer that is not stored.  No request
 waits for either: ``end_of_session`` means the broker has accepted every stage.  Round trips
