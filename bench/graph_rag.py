@@ -187,6 +187,24 @@ class Deployment:
             print(f"  warning: could not drop the keyspace of {self.user}: {e}", flush=True)
 
 
+#: Services that hold a store: on the distributed stack they take the Cassandra options.
+STORE_SERVICES = ("triples-write", "triples-query", "graph-embeddings-query", "librarian")
+
+
+def pulsar_service_argv(name: str, servers: Servers, flow: str) -> list[str]:
+    """The command line of service ``name`` (its console script) on ``servers``' Pulsar (and Cassandra), in ``flow``."""
+    from .cli import command
+
+    argv = [command(name), "--pubsub", "pulsar", "--pulsar-url", servers.pulsar_url or "", "--flow", flow,
+            "--log-level", "WARNING"]
+    if servers.pulsar_admin_url:
+        argv += ["--pulsar-admin-url", servers.pulsar_admin_url]
+    if name in STORE_SERVICES:
+        argv += ["--store", "cassandra", "--cassandra-host", servers.cassandra_host or "", "--cassandra-port",
+                 str(servers.cassandra_port)]
+    return argv
+
+
 class ServiceProcesses:
     """Services started as their own processes (console scripts) on Pulsar + Cassandra, watched through their metrics.
 
@@ -210,13 +228,7 @@ class ServiceProcesses:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 self.ports[name] = sock.getsockname()[1]
-            script = Path(sys.executable).with_name(name)
-            cmd = [str(script) if script.exists() else (shutil.which(name) or name),
-                   "--pubsub", "pulsar", "--pulsar-url", servers.pulsar_url or "", "--store", "cassandra",
-                   "--cassandra-host", servers.cassandra_host or "", "--cassandra-port", str(servers.cassandra_port),
-                   "--flow", flow, "--metrics-port", str(self.ports[name]), "--log-level", "WARNING"]
-            if servers.pulsar_admin_url:
-                cmd += ["--pulsar-admin-url", servers.pulsar_admin_url]
+            cmd = pulsar_service_argv(name, servers, flow) + ["--metrics-port", str(self.ports[name])]
             if name in CONCURRENCY:
                 cmd += ["--concurrency", str(CONCURRENCY[name])]
             with open(logs / f"{name}.log", "wb") as log:
@@ -226,13 +238,15 @@ class ServiceProcesses:
         """Sum of ``metric`` (all label sets) on ``name``'s metrics page; NaN while the page is not served yet."""
         import urllib.request
 
+        from prometheus_client.parser import text_string_to_metric_families
+
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[name]}/metrics", timeout=5) as r:
                 text = r.read().decode()
         except OSError:
             return float("nan")
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(metric + "{") or line.startswith(metric + " "))
+        return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                   if sample.name == metric)
 
     async def wait_started(self, timeout: float = 120.0) -> None:
         """Until every process says it is subscribed; a process that exits fails with its log."""
@@ -251,7 +265,7 @@ class ServiceProcesses:
 
     def busy(self) -> bool:
         """True while any of the processes handles a message (or cannot say)."""
-        return any(not self._metric(name, "tg_in_flight_messages") == 0 for name in self.procs)
+        return any(self._metric(name, "tg_in_flight_messages") != 0 for name in self.procs)  # NaN: busy
 
     def lookups(self) -> float:
         """Store pattern look-ups of triples-query so far (0 when it does not run here)."""
@@ -825,11 +839,11 @@ async def latency_on_off(targets: Sequence[GraphRagTarget], questions: Sequence[
         s, recs = t.name, on[t.name]
         first = [r.answer.first_explain * 1000 for r in recs]
         apart = by_name[s].processes
+        extra = {"cpu_what": "services + bus + client + the services in their own processes"} if apart else {}
         out += on_off_figures(v, s, "GraphRAG", reps, cpu=cpu,
                               unit_note=f", LLM {LLM_LATENCY_MS:g} ms per answer (2 answers per query)"
                                         + (f"; {', '.join(apart.procs)} in processes of their own" if apart else ""),
-                              cpu_what="services + bus + client" + (" + the services in their own processes"
-                                                                    if apart else " + SQLite"))
+                              **extra)
         out += [
             Figure("time to first explain event p50", percentile(first, 50), "ms", FIRST_EXPLAIN_TARGET_MS[s],
                    stack=s, note=f"p95 {percentile(first, 95):.1f} ms, from sending the request"),

@@ -33,7 +33,7 @@ from .cli import clean_env, command, run_command
 from .common import Figure, Results, spread
 from .graph_rag import (
     bench_parser, report, run_on_suite, Suite, Variants, graph_for, interleaved_order, load_graph, load_note,
-    stream_request,
+    pulsar_service_argv, stream_request,
 )
 
 MB = 1024 * 1024
@@ -115,18 +115,9 @@ def quickstart_figures() -> list[Figure]:
 
 SERVICES = ("triples-write", "triples-query", "graph-embeddings-query", "embeddings", "prompt", "text-completion",
             "librarian", "graph-rag")
-STORE_SERVICES = ("triples-write", "triples-query", "graph-embeddings-query", "librarian")
-
-
 def service_argv(name: str, suite: Suite, flow: str) -> list[str]:
-    s = suite.servers
-    argv = [command(name), "--pubsub", "pulsar", "--pulsar-url", s.pulsar_url or "", "--flow", flow,
-            "--log-level", "WARNING"]
-    if s.pulsar_admin_url:
-        argv += ["--pulsar-admin-url", s.pulsar_admin_url]
-    if name in STORE_SERVICES:
-        argv += ["--store", "cassandra", "--cassandra-host", s.cassandra_host or "", "--cassandra-port",
-                 str(s.cassandra_port)]
+    """:func:`pulsar_service_argv`, plus the LLM endpoint and the handler concurrency of the query path."""
+    argv = pulsar_service_argv(name, suite.servers, flow)
     if name == "prompt":
         argv += ["--llm", "openai", "--concurrency", "8"]
     if name == "text-completion":
