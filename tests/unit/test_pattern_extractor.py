@@ -6,6 +6,8 @@ fact counts only if it survives chunking.  A hand-labelled sample measures preci
 
 from __future__ import annotations
 
+import hashlib
+import json
 from functools import lru_cache
 
 import pytest
@@ -248,6 +250,27 @@ def test_corpus_yields_the_facts_the_questions_need(fact):
 
 def test_corpus_yields_many_edges():
     assert len(corpus_edges()) >= 300
+
+
+# The extractor's exact output on each corpus document read whole: (relationships, definitions,
+# SHA-256 of both in order, object kinds included).  Any change of the rules' behaviour changes
+# a digest; when a change is intended, check the new output and update the row from the message.
+PINNED_OUTPUT = {
+    "becquerel-radioactivity": (50, 3, "f60cc0971fa3661bddeff12248b4edd63826f6472fb2f6b92e089aaa36e04550"),
+    "curies-polonium-radium": (75, 9, "7417253669400700b4286496b4bfb56057ed391c8a8026a5156eb2d7dcbcd9bd"),
+    "rutherford-nuclear-atom": (90, 10, "94429869826b0bd36582db2ab3d61d77e944a07585a0e3db2e41791b40ee353a"),
+    "radium-institute": (72, 4, "1e73d6abe977ff08a625a8bad992213bd04f63286bdcdf8186a2b44514dd5bd9"),
+    "radioactive-elements": (84, 15, "ba4ba2544d8bbb91ace6a3d63d052277ce0cd01558f7a16c0c4262c5ca1f0263"),
+}
+
+
+@pytest.mark.parametrize("slug", sorted(PINNED_OUTPUT))
+def test_corpus_output_is_pinned(slug):
+    result = extract(source_text(slug))
+    blob = json.dumps([[[r.subject, r.predicate, r.object, r.object_entity] for r in result.relationships],
+                       [[d.entity, d.definition] for d in result.definitions]], ensure_ascii=False)
+    found = (len(result.relationships), len(result.definitions), hashlib.sha256(blob.encode()).hexdigest())
+    assert found == PINNED_OUTPUT[slug], f"the extractor's output on {slug} changed: now {found!r}"
 
 
 # Every relationship the extractor finds in becquerel.txt and radium-institute.md, judged by
