@@ -273,6 +273,72 @@ def test_corpus_output_is_pinned(slug):
     assert found == PINNED_OUTPUT[slug], f"the extractor's output on {slug} changed: now {found!r}"
 
 
+# Text of many shapes the corpus has few of (a fence, a table, list items, a quotation, brackets, quotes,
+# dates with months, a participle aside, a relative clause, a cleft, a subordinate clause, coordinated
+# verbs, a modal, a negation, a semicolon), and the extractor's exact output on it, in order.
+SHAPES_TEXT = """\
+# The Discovery of Radium
+
+Early Work
+
+Marie Curie (1867-1934) was born in Warsaw. She moved to Paris in 1891 and studied at the University of Paris.
+On 26 July 1895 she married Pierre Curie, a French physicist. Their daughter Irène Curie was born in 1897.
+
+```
+Marie Curie discovered nothing in this fence.
+```
+
+| Element | Year |
+|---|---|
+
+- Henri Becquerel discovered radioactivity in March 1896.
+- The element polonium was named after Poland.
+1. Ernest Rutherford, working under J. J. Thomson, studied "uranium rays" at the Cavendish Laboratory.
+
+> When Pierre Curie died in 1906, Marie Curie took over his professorship.
+
+It was in 1898 that the Curies announced polonium. They later isolated radium from 1,000 kg of pitchblende.
+Marie Curie discovered polonium in 1898 and isolated radium in 1902 and founded the Radium Institute in 1914.
+Rutherford, who taught at McGill University, received the Nobel Prize in Chemistry on November 4, 1908.
+Doctors used radium. Radium is a radioactive element. Her work on radioactivity could not be ignored.
+The physicist Pierre Curie and the chemist Gustave Bémont worked with Marie Curie; Becquerel did not.
+"""
+PINNED_SHAPES = (
+    ("Marie Curie", "born in", "Warsaw", True),
+    ("Marie Curie", "moved to", "Paris", True),
+    ("Marie Curie", "moved in", "1891", False),
+    ("Marie Curie", "studied at", "University of Paris", True),
+    ("Marie Curie", "married", "Pierre Curie", True),
+    ("Marie Curie", "married on", "26 July 1895", False),
+    ("Henri Becquerel", "discovered", "radioactivity", True),
+    ("Henri Becquerel", "discovered radioactivity in", "March 1896", False),
+    ("polonium", "named after", "Poland", True),
+    ("Ernest Rutherford", "studied", "uranium rays", True),
+    ("Ernest Rutherford", "studied uranium rays at", "Cavendish Laboratory", True),
+    ("Pierre Curie", "died in", "1906", False),
+    ("Marie Curie", "took over", "professorship", True),
+    ("Marie Curie", "discovered", "polonium", True),
+    ("Marie Curie", "discovered polonium in", "1898", False),
+    ("Marie Curie", "isolated", "radium", True),
+    ("Marie Curie", "isolated radium in", "1902", False),
+    ("Marie Curie", "founded", "Radium Institute", True),
+    ("Marie Curie", "founded in", "1914", False),
+    ("Ernest Rutherford", "taught at", "McGill University", True),
+    ("Ernest Rutherford", "received", "Nobel Prize in Chemistry", True),
+    ("Ernest Rutherford", "received on", "November 4, 1908", False),
+)
+PINNED_SHAPE_DEFINITIONS = (
+    ("Pierre Curie", "a French physicist"),
+    ("Radium", "a radioactive element"),
+)
+
+
+def test_output_on_text_of_many_shapes_is_pinned():
+    result = extract(SHAPES_TEXT)
+    assert [(r.subject, r.predicate, r.object, r.object_entity) for r in result.relationships] == list(PINNED_SHAPES)
+    assert [(d.entity, d.definition) for d in result.definitions] == list(PINNED_SHAPE_DEFINITIONS)
+
+
 # Every relationship the extractor finds in becquerel.txt and radium-institute.md, judged by
 # hand against the text (True = a correct statement of what the text says).
 HAND_LABELLED = {
