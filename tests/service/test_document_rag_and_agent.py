@@ -9,6 +9,7 @@ a parse failure is recoverable, requests without a session id record nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -311,10 +312,22 @@ async def test_agent_refuses_a_session_id_that_names_another_run(deployment, llm
     assert listed.count(root) == 1
 
 
+def count_runs(agent, name: str, taken: dict) -> None:
+    """Count in ``taken[name]`` the requests this agent replica takes."""
+    run = agent.run
+
+    async def counted(req, emit):
+        taken[name] = taken.get(name, 0) + 1
+        await run(req, emit)
+
+    agent.run = counted
+
+
 async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, llm_server, llm_settings):
     """Requests sent at once with the same new session id: exactly one runs, the others are refused, and the
     trace holds that one run.  On Pulsar two agent replicas (and two triples-write replicas) share the work,
     so the requests are taken by different processes."""
+    from trustgraph_cli.connection import Connection
     from trustgraph_flow.embedded import start_embedded
 
     llm_server.set_script(echo_agent())
@@ -324,20 +337,20 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
     if deployment.kind == "distributed":
         replica = await start_embedded(only=("triples-write", "agent-manager-react"), llm="openai", settings=settings,
                                        backend=deployment.backend(), flow=stack.flow, **deployment.store_kwargs())
+    taken: dict[str, int] = {}
+    for name, running in (("first", stack), ("replica", replica)):
+        if running is not None:
+            count_runs(running.get("agent-manager-react").agent, name, taken)
     questions = [f"Question {i} about polonium?" for i in range(6)]
     sid = f"race-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
     try:
-        from trustgraph_cli.connection import Connection
-
         async with Connection.attach(stack, timeout=90) as conn:
             client = await conn.client("agent")
 
             async def ask(question):
                 return [m async for m in client.stream(AgentRequest(
                     question=question, user=deployment.user, collection=deployment.collection, session_id=sid))]
-
-            import asyncio
 
             runs = await asyncio.gather(*(ask(q) for q in questions))
         await stack.wait_idle()
@@ -350,6 +363,9 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
         await stack.stop()
     answered = [q for q, msgs in zip(questions, runs) if msgs[-1].error is None]
     assert len(answered) == 1, [msgs[-1].error for msgs in runs]
+    assert sum(taken.values()) == len(questions)
+    if replica is not None:
+        assert set(taken) == {"first", "replica"}, taken  # both replicas ran requests with the one session id
     for q, msgs in zip(questions, runs):
         if q not in answered:
             assert_refused(msgs, sid)
