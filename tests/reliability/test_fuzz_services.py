@@ -570,15 +570,20 @@ def test_a_session_id_names_one_agent_run(fuzz_stack, sids, batches):
 def test_oversized_payloads_are_refused_clearly(fuzz_stack):
     count("oversized payloads")
     from trustgraph_base.codec import encode
-    from trustgraph_base.schema import DocumentRagQuery, GraphRagQuery, TriplePattern, TriplesQueryRequest
+    from trustgraph_base.schema import (
+        AgentRequest, DocumentRagQuery, GraphRagQuery, TriplePattern, TriplesQueryRequest,
+    )
     from trustgraph_flow.retrieval.graph_rag.rag import MAX_QUERY_CHARS
 
     store = fuzz_stack.store("triples")
     big = "Who discovered polonium? " * (MAX_QUERY_CHARS // 20)
     for service, request in [("graph-rag", GraphRagQuery(query=big, collection="big")),
-                             ("document-rag", DocumentRagQuery(query=big, collection="big"))]:
+                             ("document-rag", DocumentRagQuery(query=big, collection="big")),
+                             ("agent", AgentRequest(question=big, collection="big", session_id="big"))]:
         replies = fuzz_stack.run(fuzz_stack.raw(service, encode(request)))
-        assert replies[-1].error is not None and "characters long" in replies[-1].error.message, replies[-1]
+        assert replies[-1].error is not None, replies[-1]
+        assert replies[-1].error.message == (f"the query is {len(big):,} characters long; "
+                                             f"at most {MAX_QUERY_CHARS:,} are accepted"), replies[-1]
     fuzz_stack.run(fuzz_stack.idle())
     assert store.list_traces("trustgraph", "big", "", 10, "").traces == []  # refused before anything was stored
     replies = fuzz_stack.run(fuzz_stack.raw("triples", encode(TriplesQueryRequest(
