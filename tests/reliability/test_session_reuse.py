@@ -134,8 +134,31 @@ def test_a_session_id_names_one_run_across_replicas(fault_stack, replicas, sids,
         assert report.conforms, [v.message for v in report.violations]
 
 
-def test_both_agent_replicas_took_requests(fault_stack, replicas):
-    """Runs after the fuzz test: each agent process refused some request of it, so the race was between processes."""
-    logs = [fault_stack.services["agent-manager-react"].log_text(since_start=False),
-            replicas["agent-manager-react-2"].log_text()]
-    assert all("already names another run" in text for text in logs), [text[-2000:] for text in logs]
+def test_one_session_id_at_once_on_both_replicas(fault_stack, replicas):
+    """Eight requests at once with one new session id: both agent processes take some (Pulsar hands a shared
+    subscription's messages out in turn), one request runs, and each process refused some of them."""
+    sid = f"both-{uuid.uuid4().hex[:8]}"
+    collection = f"ss{uuid.uuid4().hex[:8]}"
+    logs = [fault_stack.services["agent-manager-react"], replicas["agent-manager-react-2"]]
+    offsets = [len(process.log_text(since_start=False)) for process in logs]
+
+    async def run():
+        from trustgraph_base.schema import AgentRequest
+
+        backend, client = await agent_client(fault_stack)
+        try:
+            async def ask(i):
+                return [m async for m in client.stream(AgentRequest(
+                    question=f"Who discovered polonium? ({i})", session_id=sid, user=fault_stack.user,
+                    collection=collection, max_iterations=3))]
+
+            return await asyncio.gather(*(ask(i) for i in range(8)))
+        finally:
+            await client.stop()
+            await backend.close()
+
+    runs = asyncio.run(run())
+    assert sum(msgs[-1].error is None for msgs in runs) == 1, [msgs[-1].error for msgs in runs]
+    refusal = f"session id {sid!r} already names another run"
+    new_lines = [process.log_text(since_start=False)[offset:] for process, offset in zip(logs, offsets)]
+    assert all(refusal in text for text in new_lines), [text[-2000:] for text in new_lines]
