@@ -103,9 +103,10 @@ def err_line(line: str) -> None:
 
 
 def error_line(message: str) -> None:
-    """Write a failure as its one ``Error: ...`` line on stderr (escaped, at most :data:`ERROR_LIMIT` characters)."""
+    """Write a failure as its one ``Error: ...`` line on stderr: the whole message on one line (data in it
+    may hold newlines), escaped, at most :data:`ERROR_LIMIT` characters."""
     end_line()
-    click.echo(f"Error: {_first_line(message)}", err=True)
+    click.echo(f"Error: {_one_line(message)}", err=True)
 
 
 def end_line() -> None:
@@ -269,10 +270,16 @@ def exit_code_for(e: BaseException) -> int:
 ERROR_LIMIT = 500
 
 
+def _one_line(message: str) -> str:
+    """A failure message as one line: escaped (newlines too) and cut to :data:`ERROR_LIMIT` characters."""
+    return printable(clip((message or "").strip(), ERROR_LIMIT))
+
+
 def _first_line(message: str) -> str:
-    """The first non-blank line of a failure message, escaped and cut to :data:`ERROR_LIMIT` characters."""
-    lines = [line for line in (message or "").split("\n") if line.strip()]
-    return printable(clip(lines[0].strip(), ERROR_LIMIT)) if lines else ""
+    """The first non-blank line of an exception's message (a library's own detail lines are left out), as
+    :func:`_one_line`."""
+    lines = [line for line in (message or "").splitlines() if line.strip()]
+    return _one_line(lines[0]) if lines else ""
 
 
 def _report(e: BaseException, debug: bool) -> None:
