@@ -271,11 +271,13 @@ def _add_request(user: str, collection: str, doc: SourceFile):
                                 id=doc.doc_id, time=time.time(), kind=doc.kind, title=doc.title))
 
 
-def _report_failures(failures: list[CliError]) -> None:
-    """Print every failure but the last on its own ``Error:`` line; raise the last one (its line and the
-    exit code: the failures' common code, or 1 when they differ)."""
+def _report_failures(failures: list[tuple[int, CliError]]) -> None:
+    """Print every failure (``(position of its file, error)``) on its own ``Error:`` line, in the order the
+    files were given: all but the last here, the last by raising it, with the exit code of all of them (their
+    common code, or 1 when they differ)."""
     if not failures:
         return
+    failures = [f for _position, f in sorted(failures, key=lambda pf: pf[0])]
     for f in failures[:-1]:
         error_line(f.message)
     codes = {f.exit_code for f in failures}
@@ -312,38 +314,38 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
             b"".decode(encoding)
     except (ValueError, LookupError) as e:
         raise CliError(str(e), EXIT_USAGE) from None
-    failures: list[CliError] = []
-    docs: dict[str, SourceFile] = {}
-    for f in files:
+    failures: list[tuple[int, CliError]] = []
+    docs: dict[str, tuple[int, SourceFile]] = {}
+    for position, f in enumerate(files):
         try:
             doc = read_source(f, title=title, kind=kind, encoding=encoding, doc_id=doc_id, several=len(files) > 1,
                               max_message_bytes=MAX_MESSAGE_BYTES if target.pulsar_url else None)
         except CliError as e:
-            failures.append(e)
+            failures.append((position, e))
             continue
-        docs.setdefault(doc.doc_id, doc)
+        docs.setdefault(doc.doc_id, (position, doc))
     loaded: list[tuple[SourceFile, str]] = []
     if docs:
         quiet_logging()
         async with target.connect(INGEST_NEEDS) as conn:
             async with ProgressFeed(conn.backend) as feed:
-                stored: dict[str, tuple[SourceFile, str]] = {}
-                for doc in docs.values():
+                stored: dict[str, tuple[int, SourceFile, str]] = {}
+                for position, doc in docs.values():
                     try:
                         meta = (await conn.request("librarian", _add_request(user, collection, doc))).document_metadata
                         await conn.request("librarian", LibrarianRequest(
                             operation="process-document", user=user, collection=collection, document_id=doc.doc_id))
                     except ServiceError as e:
-                        failures.append(CliError(str(e) if doc.title == doc.path.name else f"{doc.shown}: {e}",
-                                                 exit_code_for(e)))
+                        failures.append((position, CliError(
+                            str(e) if doc.title == doc.path.name else f"{doc.shown}: {e}", exit_code_for(e))))
                         continue
-                    stored[doc.doc_id] = (doc, meta.title if meta is not None and meta.title else doc.title)
-                failed = await follow_progress(feed, user, collection, {d: t for d, (_doc, t) in stored.items()},
+                    stored[doc.doc_id] = (position, doc, meta.title if meta is not None and meta.title else doc.title)
+                failed = await follow_progress(feed, user, collection, {d: t for d, (_p, _doc, t) in stored.items()},
                                                target.timeout)
-        for doc_id, (doc, stored_title) in stored.items():
+        for doc_id, (position, doc, stored_title) in stored.items():
             if doc_id in failed:
-                failures.append(CliError(f"{doc.shown}: stored as {doc_id}, but its processing failed: "
-                                         f"{failed[doc_id]}", EXIT_FAILED))
+                failures.append((position, CliError(f"{doc.shown}: stored as {doc_id}, but its processing failed: "
+                                                    f"{failed[doc_id]}", EXIT_FAILED)))
             else:
                 loaded.append((doc, stored_title))
     for doc, stored_title in loaded:
