@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -250,6 +251,16 @@ def test_turtle_triple_larger_than_a_pulsar_message(deployment, tmp_path, stored
         assert stored(collection) == (2, 0)
 
 
+def test_turtle_many_long_labels_are_embedded(deployment, tmp_path, stored):
+    """64 labels of 60,000 'é' (120 kB of UTF-8 each): the vector writer embeds them without a request
+    larger than a Pulsar message."""
+    collection = _unique("llab")
+    ttl = _turtle(tmp_path / "labels.ttl", *(f'ex:e{i} rdfs:label "{"é" * 60_000} {i}" .' for i in range(64)))
+    r = deployment.run("tg-load-turtle", str(ttl), "-C", collection, "--timeout", "90", timeout=300)
+    assert r.returncode == 0, r.explain()
+    assert stored(collection) == (64, 64)
+
+
 # ------------------------------------------------------------------------------ tg-load-document
 
 def _encrypted_pdf(path: Path) -> Path:
@@ -317,6 +328,20 @@ def test_oversized_input_is_refused_without_reading_it(tmp_path, source):
     assert r.stdout == "" and len(r.stderr_lines) == 1, r.explain()
     assert re.search(r"(is|holds more than) [\d,]+ bytes; documents can be at most 10,485,760 bytes",
                      r.stderr_lines[0]), r.explain()
+
+
+@pytest.mark.integration
+def test_a_document_too_large_for_a_pulsar_message_is_refused_before_anything_is_sent(distributed_deployment,
+                                                                                    tmp_path):
+    d = distributed_deployment
+    collection = _unique("huge")
+    doc = tmp_path / "long.txt"
+    doc.write_text("Ada Lovelace wrote the first program.\n" * 130_000)  # 4.9 MB: under 10 MiB, over a message
+    r = d.run("tg-load-document", "-C", collection, str(doc), timeout=120)
+    assert_clean_failure(r, EXIT_USAGE, contains="too large to send over Pulsar")
+    doc_id = "https://trustgraph.ai/doc/" + hashlib.sha256(doc.read_bytes()).hexdigest()[:24]
+    assert_clean_failure(d.run("tg-show-extraction-provenance", doc_id, "-C", collection, timeout=60), EXIT_FAILED,
+                         contains="not found")
 
 
 def test_reloading_with_a_new_title_prints_the_title_that_is_kept(deployment, tmp_path):
