@@ -108,7 +108,10 @@ def _truncate(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-_TRACE_URI = re.compile(r"urn:trustgraph:(question:[0-9A-Za-z\-]+|docrag:[0-9A-Za-z\-]+|agent:[A-Za-z0-9._\-]+)\Z")
+# ids as the services make them (uuids; agent session ids are 1-128 of letters, digits, '._-'), so a
+# well-formed URI is short enough to echo whole
+_TRACE_URI = re.compile(r"urn:trustgraph:(question:[0-9A-Za-z\-]{1,128}|docrag:[0-9A-Za-z\-]{1,128}"
+                        r"|agent:[A-Za-z0-9][A-Za-z0-9._\-]{0,127})\Z")
 
 
 def check_trace_uri(uri: str) -> str:

@@ -207,8 +207,8 @@ def _valid_utf8(text: str) -> bool:
     return True
 
 
-def read_source(path: Path, *, title: str | None, kind: str | None, encoding: str | None, doc_id: str | None,
-                several: bool, max_message_bytes: int | None) -> SourceFile:
+def read_source(path: Path, *, user: str, collection: str, title: str | None, kind: str | None,
+                encoding: str | None, doc_id: str | None, several: bool, max_message_bytes: int | None) -> SourceFile:
     """Read and check one file to load, before anything is stored; a refusal is a :class:`CliError`.
 
     :param kind: the normalised ``--kind`` (``None``: detected per file).
@@ -240,7 +240,7 @@ def read_source(path: Path, *, title: str | None, kind: str | None, encoding: st
         try:
             decode_document(content, k, shown, DEFAULT_MAX, encoding=encoding)
         except InvalidEncoding as e:
-            hint = "" if encoding else "; if it uses another encoding, name it with --encoding (e.g. --encoding latin-1)"
+            hint = "" if encoding else "; if it uses another encoding, name it: --encoding latin-1, for example"
             raise CliError(f"{e}{hint}", EXIT_USAGE) from None
         except EmptyDocument as e:
             raise CliError(str(e), EXIT_USAGE) from None
@@ -255,7 +255,7 @@ def read_source(path: Path, *, title: str | None, kind: str | None, encoding: st
         raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
     source = SourceFile(path, did, title, k, content)
     if max_message_bytes is not None:
-        size = len(encode(_add_request("trustgraph", "default", source)))
+        size = len(encode(_add_request(user, collection, source)))
         if size > max_message_bytes:
             raise CliError(f"{shown} is {len(content):,} bytes, too large to send over Pulsar: its request would be "
                            f"{size:,} bytes and a message can be at most {max_message_bytes:,} (documents up to "
@@ -318,7 +318,8 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
     docs: dict[str, tuple[int, SourceFile]] = {}
     for position, f in enumerate(files):
         try:
-            doc = read_source(f, title=title, kind=kind, encoding=encoding, doc_id=doc_id, several=len(files) > 1,
+            doc = read_source(f, user=user, collection=collection, title=title, kind=kind, encoding=encoding,
+                              doc_id=doc_id, several=len(files) > 1,
                               max_message_bytes=MAX_MESSAGE_BYTES if target.pulsar_url else None)
         except CliError as e:
             failures.append((position, e))

@@ -12,8 +12,8 @@ the first message is sent: a refused file stores nothing.  The limits, and where
   :data:`~trustgraph_base.rdf.terms.MAX_TRIPLE_DEPTH` deep;
 - every embedded entity as the vector index keeps it (:func:`trustgraph_base.store.vectors.prepare_items`):
   an ``rdfs:label`` of at most :data:`~trustgraph_base.store.vectors.MAX_LABEL_LENGTH` characters
-  without control characters (the whitespace of a multi-line label is embedded as single spaces;
-  the triple keeps the label as written) and an IRI of at most
+  without control characters (a label with line breaks or tabs is embedded with each run of
+  whitespace as one space; the triple keeps the label as written) and an IRI of at most
   :data:`~trustgraph_base.store.vectors.MAX_ID_LENGTH` characters;
 - over Pulsar every message at most :data:`~trustgraph_base.pubsub.pulsar.MAX_MESSAGE_BYTES`
   (the broker's 5 MiB limit): batches are cut by triples (``--batch-size``) and by bytes, and a
@@ -100,14 +100,14 @@ def _check_terms(triples: Sequence[Triple]) -> None:
 
 
 def _entities(triples: Sequence[Triple]) -> list[EntityContext]:
-    """The labelled IRIs to embed (the first ``rdfs:label`` of each, in the default graph), checked."""
+    """The labelled IRIs to embed (the last ``rdfs:label`` of each, in the default graph), checked."""
     labels: dict[str, str] = {}
     for t in triples:
         if t.p.value == ns.RDFS_LABEL and t.s.type == IRI and t.o.type == LITERAL and not t.g:
-            labels.setdefault(t.s.value, t.o.value)
+            labels[t.s.value] = t.o.value
     out = []
     for entity, label in labels.items():
-        text = " ".join(label.split())  # a multi-line label is embedded on one line
+        text = label if label.isprintable() else " ".join(label.split())  # a multi-line label on one line
         where = f"the rdfs:label of <{clip(entity)}>"
         if len(entity) > MAX_ID_LENGTH:
             raise LoadRefused(f"{where} cannot be embedded: the IRI has {len(entity):,} characters; the vector "

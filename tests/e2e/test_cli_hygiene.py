@@ -66,7 +66,8 @@ def stored(deployment, request):
 
         cassandra = request.getfixturevalue("cassandra_service")
         options = {"config": CassandraConfig(hosts=(cassandra.host,), port=int(cassandra.port))}
-        triples, vectors = open_triples_store("cassandra", **options), open_vector_index("cassandra", "graph", **options)
+        triples = open_triples_store("cassandra", **options)
+        vectors = open_vector_index("cassandra", "graph", **options)
     else:
         home = Path(deployment.env["TG_HOME"])
         triples, vectors = open_triples_store("sqlite", home=home), open_vector_index("sqlite", "graph", home=home)
@@ -105,6 +106,7 @@ def test_echoed_input_is_clipped(tmp_path):
     long_id = "a" * 10_000 + "!"
     for args in (["tg-invoke-agent", "-q", "hi", "--session-id", long_id],
                  ["tg-show-explain-trace", "urn:trustgraph:question:" + long_id],
+                 ["tg-show-explain-trace", "urn:trustgraph:agent:" + "a" * 10_000],  # no agent makes such an id
                  ["tg-list-explain-traces", "--limit", "9" * 10_000]):
         r = run_cli(args[0], *args[1:], env=env, timeout=60)
         assert_clean_failure(r, EXIT_USAGE)
@@ -151,7 +153,8 @@ def test_data_with_control_characters_is_printed_escaped(deployment, tmp_path):
     assert_safe_output(asked)
     blocks, _answer = parse_explain(asked.stdout)
     assert [b.stage for b in blocks] == ["question", "exploration", "focus", "synthesis"], asked.explain()
-    assert blocks[0].value("Query") == "Who discovered vandorite?\\x1b]0;pwned\\x07\\u202e\\n[synthesis] urn:fake-question"
+    assert blocks[0].value("Query") == ("Who discovered vandorite?\\x1b]0;pwned\\x07\\u202e"
+                                        "\\n[synthesis] urn:fake-question")
     sources = [line.strip() for line in blocks[2].lines if line.strip().startswith("Source:")]
     assert sources and all(s.endswith(f"→ {HOSTILE_TITLE_SHOWN}") for s in sources), asked.explain()
 
@@ -212,7 +215,8 @@ def test_turtle_label_over_the_index_limit_is_refused_before_anything_is_stored(
     from trustgraph_base.store.vectors import MAX_LABEL_LENGTH
 
     collection = _unique("bigt")
-    ttl = _turtle(tmp_path / "label.ttl", 'ex:a rdfs:label "Ay" .', f'ex:huge rdfs:label "{"y" * (MAX_LABEL_LENGTH + 1)}" .')
+    ttl = _turtle(tmp_path / "label.ttl", 'ex:a rdfs:label "Ay" .',
+                  f'ex:huge rdfs:label "{"y" * (MAX_LABEL_LENGTH + 1)}" .')
     r = deployment.run("tg-load-turtle", str(ttl), "-C", collection, "--timeout", "30", timeout=240)
     assert_clean_failure(r, EXIT_USAGE, contains=f"rdfs:label of <{EX}huge> has {MAX_LABEL_LENGTH + 1:,} characters")
     assert stored(collection) == (0, 0)
