@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 
 import click
 
-from .terminal_text import ECHO_LIMIT, clip, printable
+from .terminal_text import ECHO_LIMIT, clip, is_utf8, printable, quoted
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -41,14 +41,24 @@ class CliError(click.ClickException):
 
 class TgCommand(click.Command):
     """A tg-* command: a usage error (unknown option, missing or invalid value) is one ``Error:`` line
-    on stderr and exit 2, like every other failure, instead of click's usage text and help hint."""
+    on stderr and exit 2, like every other failure, instead of click's usage text and help hint.  So is
+    a text value that is not UTF-8 (bytes the terminal could not decode): it names the option; file
+    names are paths, not text, and may be anything."""
 
     def make_context(self, info_name, args, parent=None, **extra):
+        command = info_name or self.name
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
             message = _LONG_WORD.sub(lambda m: clip(m.group()), e.format_message())  # echoed input, clipped
-            raise CliError(f"{message} (see {info_name or self.name} --help)", EXIT_USAGE) from None
+            raise CliError(f"{message} (see {command} --help)", EXIT_USAGE) from None
+        for param in self.params:
+            values = ctx.params.get(param.name)
+            for value in values if isinstance(values, (tuple, list)) else (values,):
+                if isinstance(value, str) and not is_utf8(value):
+                    name = param.opts[-1] if isinstance(param, click.Option) else param.human_readable_name
+                    raise CliError(f"{name} {quoted(value)} is not valid UTF-8 (see {command} --help)", EXIT_USAGE)
+        return ctx
 
 
 _LONG_WORD = re.compile(r"\S{%d,}" % (ECHO_LIMIT + 1))

@@ -49,10 +49,10 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
         return
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text as RichText
+    from rich.text import Text
 
-    def Text(value: str) -> RichText:  # a cell is data: neither console markup ("[/x]") nor control characters
-        return RichText(printable(value))
+    def cell(value: str) -> Text:  # a cell is data: neither console markup ("[/x]") nor control characters
+        return Text(printable(value))
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Session", "Type", "Question", "Time"):
@@ -66,11 +66,11 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
         if t.parent and _root_question(t.parent) in in_page:
             continue  # shown under its parent
         mark = f" (sub-trace of {t.parent})" if t.parent else ""
-        table.add_row(Text(t.uri), Text(_TYPES.get(t.type, t.type)),
-                      Text(_status_mark(status[t.uri]) + _truncate(t.question, 60) + mark), Text(t.time))
+        table.add_row(cell(t.uri), cell(_TYPES.get(t.type, t.type)),
+                      cell(_status_mark(status[t.uri]) + _truncate(t.question, 60) + mark), cell(t.time))
         for c in children.get(t.uri, []):
-            table.add_row(Text(f"  └ {c.uri}"), Text(_TYPES.get(c.type, c.type)),
-                          Text(_status_mark(status[c.uri]) + _truncate(c.question, 56)), Text(c.time))
+            table.add_row(cell(f"  └ {c.uri}"), cell(_TYPES.get(c.type, c.type)),
+                          cell(_status_mark(status[c.uri]) + _truncate(c.question, 56)), cell(c.time))
     Console(width=max(160, 40), soft_wrap=False).print(table)
     if page.next_cursor:
         out(f"(more: --cursor {page.next_cursor})")

@@ -21,7 +21,7 @@ from .common import (
     CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, err_line, error_line, exit_code_for,
     out, out_json, quiet_logging, run_async,
 )
-from .terminal_text import clip, printable, quoted
+from .terminal_text import clip, is_utf8, printable, quoted
 
 INGEST_NEEDS = ("triples-write", "triples-query", "librarian", "decoder", "chunker", "kg-extract",
                 "graph-embeddings-write", "document-embeddings-write", "embeddings", "prompt", "text-completion")
@@ -199,14 +199,6 @@ def read_limited(path: Path, limit: int) -> bytes:
     return content
 
 
-def _valid_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def read_source(path: Path, *, user: str, collection: str, title: str | None, kind: str | None,
                 encoding: str | None, doc_id: str | None, several: bool, max_message_bytes: int | None) -> SourceFile:
     """Read and check one file to load, before anything is stored; a refusal is a :class:`CliError`.
@@ -225,7 +217,7 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     shown = shown_path(path)
     if title is None:
         title = path.name
-        if not _valid_utf8(title):
+        if not is_utf8(title):
             raise CliError(f"{shown}: the file name is not valid UTF-8, so it cannot be the document's title; "
                            f"give one with --title" + (" (loading this file on its own)" if several else ""),
                            EXIT_USAGE)
@@ -306,8 +298,6 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
     check_names(user, collection)
     if len(files) > 1 and (title or doc_id):
         raise CliError("--title and --id apply to a single file", EXIT_USAGE)
-    if title is not None and not _valid_utf8(title):
-        raise CliError("--title is not valid UTF-8", EXIT_USAGE)
     try:
         kind = normalize_kind(kind) if kind else None
         if encoding:
@@ -316,7 +306,7 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
         raise CliError(str(e), EXIT_USAGE) from None
     failures: list[tuple[int, CliError]] = []
     docs: dict[str, tuple[int, SourceFile]] = {}
-    for position, f in enumerate(files):
+    for position, f in enumerate(dict.fromkeys(files)):  # a file named twice is loaded (or refused) once
         try:
             doc = read_source(f, user=user, collection=collection, title=title, kind=kind, encoding=encoding,
                               doc_id=doc_id, several=len(files) > 1,

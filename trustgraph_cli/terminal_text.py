@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "clip", "quoted", "ECHO_LIMIT"]
+__all__ = ["printable", "clip", "quoted", "is_utf8", "ECHO_LIMIT"]
 
 #: Characters of echoed input an error message shows (the rest is cut, with an ellipsis).
 ECHO_LIMIT = 80
@@ -79,3 +79,13 @@ def clip(text: str, limit: int = ECHO_LIMIT, *, tail: bool = False) -> str:
 def quoted(value: str, limit: int = ECHO_LIMIT) -> str:
     """Input echoed in a message: clipped to ``limit`` characters, escaped, in single quotes."""
     return f"'{printable(clip(value, limit))}'"
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (an argument or file name the terminal could not decode
+    arrives with unpaired surrogates instead of its bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -94,6 +94,8 @@ def stored(deployment, request):
     pytest.param(["tg-list-explain-traces", "--timeout", "1e400"], "'--timeout'", id="timeout-overflow"),
     pytest.param(["tg-list-explain-traces", "--timeout", "-1"], "'--timeout'", id="timeout-negative"),
     pytest.param(["tg-invoke-agent", "-q", "hi", "--timeout", "0"], "'--timeout'", id="timeout-zero"),
+    pytest.param(["tg-invoke-graph-rag", "-q", "who \udcff"], "--query 'who \\udcff' is not valid UTF-8",
+                 id="not-utf8"),
 ])
 def test_usage_errors_are_one_line(tmp_path, args, contains):
     r = run_cli(args[0], *args[1:], env=base_env({"TG_HOME": str(tmp_path)}), timeout=60)
