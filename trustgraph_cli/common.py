@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import math
 import os
 import re
 import sys
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import click
+
+from .terminal_text import ECHO_LIMIT, clip, is_utf8, printable, quoted
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -32,8 +36,32 @@ class CliError(click.ClickException):
         self.exit_code = code
 
     def show(self, file=None) -> None:
-        end_line()
-        click.echo(f"Error: {_first_line(self.message)}", err=True)
+        error_line(self.message)
+
+
+class TgCommand(click.Command):
+    """A tg-* command: a usage error (unknown option, missing or invalid value) is one ``Error:`` line
+    on stderr and exit 2, like every other failure, instead of click's usage text and help hint.  So is
+    a text value that is not UTF-8 (bytes the terminal could not decode): it names the option; file
+    names are paths, not text, and may be anything."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        command = info_name or self.name
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            message = _LONG_WORD.sub(lambda m: clip(m.group()), e.format_message())  # echoed input, clipped
+            raise CliError(f"{message} (see {command} --help)", EXIT_USAGE) from None
+        for param in self.params:
+            values = ctx.params.get(param.name)
+            for value in values if isinstance(values, (tuple, list)) else (values,):
+                if isinstance(value, str) and not is_utf8(value):
+                    name = param.opts[-1] if isinstance(param, click.Option) else param.human_readable_name
+                    raise CliError(f"{name} {quoted(value)} is not valid UTF-8 (see {command} --help)", EXIT_USAGE)
+        return ctx
+
+
+_LONG_WORD = re.compile(r"\S{%d,}" % (ECHO_LIMIT + 1))
 
 
 # ------------------------------------------------------------------------------- stdout
@@ -44,14 +72,51 @@ class _Stdout:
     at_line_start = True
 
 
-def out(text: str = "", nl: bool = True) -> None:
-    """Write to stdout at once (explain events must appear while the query runs)."""
-    s = text + ("\n" if nl else "")
+def out(line: str = "", nl: bool = True) -> None:
+    """Write one line (or the start of one) to stdout at once (explain events must appear while the
+    query runs).  Every control character in it is escaped, newlines too: data never starts a line."""
+    _write(printable(line), nl)
+
+
+def out_text(text: str, nl: bool = True) -> None:
+    """Write text whose own newlines are its layout (an answer, streamed or whole); other control
+    characters are escaped."""
+    _write(printable(text, newlines=True), nl)
+
+
+def out_document(text: str) -> None:
+    """Write a JSON, Turtle or TriG document: control characters that it still holds as raw text are
+    written as ``\\uXXXX`` escapes, which parse back to the same characters."""
+    _write(printable(text, newlines=True, unicode_escapes=True), True)
+
+
+def out_json(data) -> None:
+    """Write ``data`` as indented JSON (see :func:`out_document`)."""
+    import json
+
+    out_document(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _write(s: str, nl: bool) -> None:
+    s += "\n" if nl else ""
     if not s:
         return
     sys.stdout.write(s)
     sys.stdout.flush()
     _Stdout.at_line_start = s.endswith("\n")
+
+
+def err_line(line: str) -> None:
+    """Write one line to stderr (notes, ``-v`` thoughts), escaped as :func:`out` does."""
+    end_line()
+    click.echo(printable(line), err=True)
+
+
+def error_line(message: str) -> None:
+    """Write a failure as its one ``Error: ...`` line on stderr: the whole message on one line (data in it
+    may hold newlines), escaped, at most :data:`ERROR_LIMIT` characters."""
+    end_line()
+    click.echo(f"Error: {_one_line(message)}", err=True)
 
 
 def end_line() -> None:
@@ -84,6 +149,26 @@ class Target:
         return Connection(self.pulsar_url, self.home, needs, self.timeout, self.flow)
 
 
+#: Longest ``--timeout`` (seconds): one day.  Far beyond any reply; the bus clients take waits in
+#: milliseconds as 32-bit integers (at most 24.8 days).
+MAX_TIMEOUT = 86400.0
+
+
+class TimeoutSeconds(click.FloatRange):
+    """A number of seconds from 0.1 to :data:`MAX_TIMEOUT`: ``nan`` and ``inf`` are refused."""
+
+    name = "seconds"
+
+    def __init__(self):
+        super().__init__(min=0.1, max=MAX_TIMEOUT)
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 def connection_options(fn: Callable) -> Callable:
     """``-U/--user``, ``-C/--collection``, ``--pulsar-url``, ``--home``, ``--flow``, ``--timeout``.
 
@@ -105,8 +190,8 @@ def connection_options(fn: Callable) -> Callable:
                      help="embedded data directory (env TG_HOME; default ~/.trustgraph)"),
         click.option("--flow", envvar="TG_FLOW", default="default", show_default=True,
                      help="flow name the services were started with (env TG_FLOW)"),
-        click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(min=0.1),
-                     help="seconds to wait for each reply"),
+        click.option("--timeout", default=120.0, show_default=True, type=TimeoutSeconds(),
+                     help=f"seconds to wait for each reply (0.1 to {MAX_TIMEOUT:g})"),
     ]
     for option in reversed(options):
         wrapper = option(wrapper)
@@ -191,9 +276,20 @@ def exit_code_for(e: BaseException) -> int:
     return EXIT_FAILED
 
 
+#: Longest error message printed (characters); messages that quote input say less than this.
+ERROR_LIMIT = 500
+
+
+def _one_line(message: str) -> str:
+    """A failure message as one line: escaped (newlines too) and cut to :data:`ERROR_LIMIT` characters."""
+    return printable(clip((message or "").strip(), ERROR_LIMIT))
+
+
 def _first_line(message: str) -> str:
+    """The first non-blank line of an exception's message (a library's own detail lines are left out), as
+    :func:`_one_line`."""
     lines = [line for line in (message or "").splitlines() if line.strip()]
-    return lines[0].strip() if lines else ""
+    return _one_line(lines[0]) if lines else ""
 
 
 def _report(e: BaseException, debug: bool) -> None:
@@ -207,8 +303,15 @@ def _report(e: BaseException, debug: bool) -> None:
 
 def quiet_logging() -> None:
     """Services in the embedded stack log to stderr only errors (``TG_LOG_LEVEL`` overrides)."""
-    import logging
-
     level = os.environ.get("TG_LOG_LEVEL", "CRITICAL" if os.environ.get("TG_DEBUG") != "1" else "INFO").upper()
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger().setLevel(level)
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Log records reach the terminal with control characters escaped (a traceback keeps its lines)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), newlines=True)

@@ -7,14 +7,21 @@ import re
 
 import click
 
-from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, out, quiet_logging, run_async
+from trustgraph_base.store.triples import MAX_TRACE_LIMIT
+
+from .common import (
+    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, out, out_document, out_json,
+    quiet_logging, run_async,
+)
+from .terminal_text import printable, quoted
 
 TRACE_NEEDS = ("triples-query", "triples-write", "librarian")
 _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
 
 
-@click.command("tg-list-explain-traces")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.command("tg-list-explain-traces", cls=TgCommand)
+@click.option("--limit", type=click.IntRange(1, MAX_TRACE_LIMIT), default=50, show_default=True,
+              help=f"traces per page (at most {MAX_TRACE_LIMIT}, as the service allows)")
 @click.option("--type", "kind", type=click.Choice(["graphrag", "docrag", "agent"]), default=None)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--cursor", default="", help="continue after a previous page (printed as next_cursor in JSON)")
@@ -32,17 +39,20 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
         status = await _statuses(conn, user, collection, [t.uri for t in page.traces])
     traces = page.traces
     if fmt == "json":
-        out(json.dumps({"traces": [{"id": t.uri, "type": _TYPES.get(t.type, t.type), "question": t.question,
-                                    "time": t.time, "parent": t.parent or None, "status": status[t.uri]}
-                                   for t in traces],
-                        "next_cursor": page.next_cursor or None}, ensure_ascii=False, indent=2))
+        out_json({"traces": [{"id": t.uri, "type": _TYPES.get(t.type, t.type), "question": t.question,
+                              "time": t.time, "parent": t.parent or None, "status": status[t.uri]}
+                             for t in traces],
+                  "next_cursor": page.next_cursor or None})
         return
     if not traces:
         out(f"No traces found for user {user}, collection {collection}.")
         return
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text  # cells as plain text: a question like "[/x]" is data, not console markup
+    from rich.text import Text
+
+    def cell(value: str) -> Text:  # a cell is data: neither console markup ("[/x]") nor control characters
+        return Text(printable(value))
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Session", "Type", "Question", "Time"):
@@ -56,11 +66,11 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
         if t.parent and _root_question(t.parent) in in_page:
             continue  # shown under its parent
         mark = f" (sub-trace of {t.parent})" if t.parent else ""
-        table.add_row(Text(t.uri), _TYPES.get(t.type, t.type),
-                      Text(_status_mark(status[t.uri]) + _truncate(t.question, 60) + mark), Text(t.time))
+        table.add_row(cell(t.uri), cell(_TYPES.get(t.type, t.type)),
+                      cell(_status_mark(status[t.uri]) + _truncate(t.question, 60) + mark), cell(t.time))
         for c in children.get(t.uri, []):
-            table.add_row(Text(f"  └ {c.uri}"), _TYPES.get(c.type, c.type),
-                          Text(_status_mark(status[c.uri]) + _truncate(c.question, 56)), Text(c.time))
+            table.add_row(cell(f"  └ {c.uri}"), cell(_TYPES.get(c.type, c.type)),
+                          cell(_status_mark(status[c.uri]) + _truncate(c.question, 56)), cell(c.time))
     Console(width=max(160, 40), soft_wrap=False).print(table)
     if page.next_cursor:
         out(f"(more: --cursor {page.next_cursor})")
@@ -98,17 +108,20 @@ def _truncate(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-_TRACE_URI = re.compile(r"urn:trustgraph:(question:[0-9A-Za-z\-]+|docrag:[0-9A-Za-z\-]+|agent:[A-Za-z0-9._\-]+)\Z")
+# ids as the services make them (uuids; agent session ids are 1-128 of letters, digits, '._-'), so a
+# well-formed URI is short enough to echo whole
+_TRACE_URI = re.compile(r"urn:trustgraph:(question:[0-9A-Za-z\-]{1,128}|docrag:[0-9A-Za-z\-]{1,128}"
+                        r"|agent:[A-Za-z0-9][A-Za-z0-9._\-]{0,127})\Z")
 
 
 def check_trace_uri(uri: str) -> str:
     if not _TRACE_URI.match(uri or ""):
-        raise CliError(f"not a trace URI: {uri!r} (expected urn:trustgraph:question:<uuid>, "
+        raise CliError(f"not a trace URI: {quoted(uri)} (expected urn:trustgraph:question:<uuid>, "
                        f"urn:trustgraph:docrag:<uuid> or urn:trustgraph:agent:<session id>)", EXIT_USAGE)
     return uri
 
 
-@click.command("tg-show-explain-trace")
+@click.command("tg-show-explain-trace", cls=TgCommand)
 @click.argument("uri")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "turtle", "trig"]), default="text",
               show_default=True)
@@ -135,8 +148,8 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
         if fmt in ("turtle", "trig"):
             from trustgraph_base.rdf.export import serialize
 
-            out(serialize(triples, fmt, drop_graphs=False) if fmt == "trig" else
-                serialize(triples, "turtle", drop_graphs=True))
+            out_document(serialize(triples, fmt, drop_graphs=False) if fmt == "trig" else
+                         serialize(triples, "turtle", drop_graphs=True))
             return
         edges = [t.o.triple for t in triples if t.p.value.endswith("/ns/edge") and t.o.type == "t"]
         labels = await LabelCache(conn, user, collection).resolve(iris_in_terms(
@@ -156,7 +169,7 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
                     answers[t.o.value] = reply.content.decode("utf-8", "replace")
         trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains)
     if fmt == "json":
-        out(json.dumps(trace, ensure_ascii=False, indent=2))
+        out_json(trace)
     else:
         render_text(trace, show_provenance, max_answer)
 

@@ -27,7 +27,8 @@ import uuid
 import click
 
 from .common import (
-    CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, end_line, out, quiet_logging, run_async,
+    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, end_line, err_line, out, out_text,
+    quiet_logging, run_async,
 )
 
 QUERY_NEEDS = ("triples-write", "triples-query", "graph-embeddings-query", "document-embeddings-query", "embeddings",
@@ -154,7 +155,7 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-@click.command("tg-invoke-graph-rag")
+@click.command("tg-invoke-graph-rag", cls=TgCommand)
 @click.option("-q", "--query", "question", required=True, help="the question")
 @click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
 @click.option("--no-streaming", is_flag=True, help="print the answer when complete")
@@ -195,7 +196,7 @@ async def _stream_rag(conn, service: str, req, printer: ExplainPrinter, explaina
         elif msg.response:
             if explainable and question_uri:
                 printer.announce_synthesis(_synthesis_uri(question_uri))
-            out(msg.response, nl=False)
+            out_text(msg.response, nl=False)
             wrote_answer = True
     if wrote_answer:
         end_line()
@@ -210,7 +211,7 @@ def _synthesis_uri(question_uri: str) -> str:
     return uris.synthesis_uri(session)
 
 
-@click.command("tg-invoke-document-rag")
+@click.command("tg-invoke-document-rag", cls=TgCommand)
 @click.option("-q", "--query", "question", required=True, help="the question")
 @click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
 @click.option("--no-streaming", is_flag=True)
@@ -230,7 +231,7 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
         await _stream_rag(conn, "document-rag", req, printer, explainable)
 
 
-@click.command("tg-invoke-agent")
+@click.command("tg-invoke-agent", cls=TgCommand)
 @click.option("-q", "--query", "question", required=True, help="the question")
 @click.option("-x", "--explainable", is_flag=True, help="print each Analysis as it happens")
 @click.option("-v", "--verbose", is_flag=True, help="show thoughts and observations")
@@ -272,9 +273,9 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
                 if explainable:
                     out(line)  # interleaved with the explain blocks, in the order things happened
                 else:
-                    click.echo(line, err=True)  # stdout keeps just the answer
+                    err_line(line)  # stdout keeps just the answer
             elif msg.message_type == "answer" and msg.content:
-                out(msg.content)
+                out_text(msg.content)
                 answer_written = True
         if not answer_written:
             raise CliError("the agent finished without an answer", EXIT_FAILED)

@@ -8,7 +8,8 @@ extracted, stored and embedded.
 from __future__ import annotations
 
 import hashlib
-import json
+import os
+import stat
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -16,7 +17,11 @@ from pathlib import Path
 
 import click
 
-from .common import CliError, EXIT_FAILED, EXIT_USAGE, check_names, connection_options, out, quiet_logging, run_async
+from .common import (
+    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, err_line, error_line, exit_code_for,
+    out, out_json, quiet_logging, run_async,
+)
+from .terminal_text import clip, is_utf8, printable, quoted
 
 INGEST_NEEDS = ("triples-write", "triples-query", "librarian", "decoder", "chunker", "kg-extract",
                 "graph-embeddings-write", "document-embeddings-write", "embeddings", "prompt", "text-completion")
@@ -86,8 +91,9 @@ class ProgressFeed:
 
 
 async def follow_progress(feed: ProgressFeed, user: str, collection: str, documents: dict[str, str],
-                          idle_timeout: float, show: bool = True) -> None:
-    """Wait (with rich progress bars on stderr) until every document in ``documents`` (id → name) is done."""
+                          idle_timeout: float, show: bool = True) -> dict[str, str]:
+    """Wait (with rich progress bars on stderr) until every document in ``documents`` (id → name) is done
+    or failed; returns the failed ones (id → the pipeline's error)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -95,16 +101,21 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
     from trustgraph_base.pubsub import ReceiveTimeout
 
     state = {d: DocumentProgress() for d in documents}
+    failed: dict[str, str] = {}
     console = Console(stderr=True)
+
+    def bar_name(doc_id: str) -> str:
+        # names are data: neither console markup (a title like "[/]") nor control characters
+        return escape(printable(clip(documents[doc_id], 40)))
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=not show, transient=False) as bars:
-        # names are data, not console markup: a title like "[/]" must not break (or style) the bars
-        tasks = {d: bars.add_task(f"{escape(name[:40])}: decoding", total=None) for d, name in documents.items()}
-        while not all(s.complete for s in state.values()):
+        tasks = {d: bars.add_task(f"{bar_name(d)}: decoding", total=None) for d in documents}
+        while not all(s.complete or d in failed for d, s in state.items()):
             try:
                 ev = await feed.next(idle_timeout)
             except ReceiveTimeout:
-                pending = [documents[d] for d, s in state.items() if not s.complete]
+                pending = [documents[d] for d, s in state.items() if not s.complete and d not in failed]
                 raise CliError(f"no progress for {idle_timeout:g} s while loading {', '.join(pending)}; "
                                f"are the pipeline services running?", 3) from None
             if ev.user != user or ev.collection != collection or ev.document_id not in state:
@@ -112,12 +123,15 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
             s = state[ev.document_id]
             s.update(ev)
             if s.error:
-                raise CliError(f"{documents[ev.document_id]}: {s.error}", EXIT_FAILED)
+                failed[ev.document_id] = s.error
+                bars.update(tasks[ev.document_id], description=f"{bar_name(ev.document_id)}: failed")
+                continue
             n = s.chunks
             finished = min((len(s.done[st]) for st in CHUNK_STAGES), default=0)
             label = "extracting" if n is None or finished < n else "done"
             bars.update(tasks[ev.document_id], total=n, completed=finished,
-                        description=f"{escape(documents[ev.document_id][:40])}: {label}")
+                        description=f"{bar_name(ev.document_id)}: {label}")
+    return failed
 
 
 def document_id_for(content: bytes) -> str:
@@ -137,47 +151,216 @@ async def load_documents(conn, user: str, collection: str, docs: list[tuple[str,
                 document_metadata=DocumentMetadata(id=doc_id, time=time.time(), kind=kind, title=title)))
             await conn.request("librarian", LibrarianRequest(operation="process-document", user=user,
                                                              collection=collection, document_id=doc_id))
-        await follow_progress(feed, user, collection, {d[0]: d[1] for d in docs}, idle_timeout, show)
+        failed = await follow_progress(feed, user, collection, {d[0]: d[1] for d in docs}, idle_timeout, show)
+    if failed:
+        doc_id, error = next(iter(failed.items()))
+        raise CliError(f"{dict((d[0], d[1]) for d in docs)[doc_id]}: {error}", EXIT_FAILED)
 
 
-@click.command("tg-load-document")
+@dataclass
+class SourceFile:
+    """A file to load, read and checked: its document id, title, kind and the bytes to store."""
+
+    path: Path
+    doc_id: str
+    title: str
+    kind: str
+    content: bytes
+
+    @property
+    def shown(self) -> str:
+        return shown_path(self.path)
+
+
+def shown_path(path: Path) -> str:
+    """A path as messages show it: cut (keeping its end) to a readable length."""
+    return clip(str(path), 120, tail=True)
+
+
+def read_limited(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, refused (exit 2) when more than ``limit`` without reading them all.
+
+    A regular file is judged by its size before anything is read; anything else (a pipe,
+    ``/dev/zero``) by reading at most ``limit + 1`` bytes.
+    """
+    shown = shown_path(path)
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+                raise CliError(f"{shown} is {st.st_size:,} bytes; documents can be at most {limit:,} bytes "
+                               f"({limit / 2 ** 20:g} MiB)", EXIT_USAGE)
+            content = fh.read(limit + 1)
+    except OSError as e:
+        raise CliError(f"cannot read {shown}: {e.strerror or e}", EXIT_USAGE) from None
+    if len(content) > limit:
+        raise CliError(f"{shown} holds more than {limit:,} bytes; documents can be at most {limit:,} bytes "
+                       f"({limit / 2 ** 20:g} MiB)", EXIT_USAGE)
+    return content
+
+
+def read_source(path: Path, *, user: str, collection: str, title: str | None, kind: str | None,
+                encoding: str | None, doc_id: str | None, several: bool, max_message_bytes: int | None) -> SourceFile:
+    """Read and check one file to load, before anything is stored; a refusal is a :class:`CliError`.
+
+    :param kind: the normalised ``--kind`` (``None``: detected per file).
+    :param encoding: ``--encoding`` of text and Markdown files (``None``: UTF-8).
+    :param several: more files are loaded (``--title`` is then not available to fix a file name).
+    :param max_message_bytes: the transport's message limit (``None``: the in-process bus has none).
+    """
+    from trustgraph_base.codec import encode
+    from trustgraph_base.provenance.triples import validate_iri
+    from trustgraph_flow.ingest.decoding import (
+        APPLICATION_PDF, DEFAULT_MAX, DecodeError, EmptyDocument, InvalidEncoding, decode_document, detect_kind,
+    )
+
+    shown = shown_path(path)
+    if title is None:
+        title = path.name
+        if not is_utf8(title):
+            raise CliError(f"{shown}: the file name is not valid UTF-8, so it cannot be the document's title; "
+                           f"give one with --title" + (" (loading this file on its own)" if several else ""),
+                           EXIT_USAGE)
+    content = read_limited(path, DEFAULT_MAX)
+    if not content:
+        raise CliError(f"{shown} is empty (0 bytes)", EXIT_USAGE)
+    try:
+        k = kind or detect_kind(path.name, content)
+    except ValueError as e:
+        raise CliError(f"{shown}: {e}", EXIT_USAGE) from None
+    if k != APPLICATION_PDF:  # text is checked here; the librarian checks a PDF as it stores it
+        try:
+            decode_document(content, k, shown, DEFAULT_MAX, encoding=encoding)
+        except InvalidEncoding as e:
+            hint = "" if encoding else "; if it uses another encoding, name it: --encoding latin-1, for example"
+            raise CliError(f"{e}{hint}", EXIT_USAGE) from None
+        except EmptyDocument as e:
+            raise CliError(str(e), EXIT_USAGE) from None
+        except DecodeError as e:
+            raise CliError(str(e), EXIT_FAILED) from None
+        if encoding:
+            content = content.decode(encoding).encode("utf-8")  # the librarian stores text as UTF-8
+    did = doc_id or document_id_for(content)
+    try:
+        validate_iri(did)
+    except ValueError as e:
+        raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
+    source = SourceFile(path, did, title, k, content)
+    if max_message_bytes is not None:
+        size = len(encode(_add_request(user, collection, source)))
+        if size > max_message_bytes:
+            raise CliError(f"{shown} is {len(content):,} bytes, too large to send over Pulsar: its request would be "
+                           f"{size:,} bytes and a message can be at most {max_message_bytes:,} (documents up to "
+                           f"about {max_message_bytes * 3 // 4 / 2 ** 20:.1f} MiB fit)", EXIT_USAGE)
+    return source
+
+
+def _add_request(user: str, collection: str, doc: SourceFile):
+    from trustgraph_base.schema import DocumentMetadata, LibrarianRequest
+
+    return LibrarianRequest(operation="add-document", user=user, collection=collection, document_id=doc.doc_id,
+                            content=doc.content, document_metadata=DocumentMetadata(
+                                id=doc.doc_id, time=time.time(), kind=doc.kind, title=doc.title))
+
+
+def _report_failures(failures: list[tuple[int, CliError]]) -> None:
+    """Print every failure (``(position of its file, error)``) on its own ``Error:`` line, in the order the
+    files were given: all but the last here, the last by raising it, with the exit code of all of them (their
+    common code, or 1 when they differ)."""
+    if not failures:
+        return
+    failures = [f for _position, f in sorted(failures, key=lambda pf: pf[0])]
+    for f in failures[:-1]:
+        error_line(f.message)
+    codes = {f.exit_code for f in failures}
+    raise CliError(failures[-1].message, codes.pop() if len(codes) == 1 else EXIT_FAILED)
+
+
+@click.command("tg-load-document", cls=TgCommand)
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--title", default=None, help="title (default: the file name); one file only")
 @click.option("--kind", default=None, help="MIME type (default: detected): text/plain, text/markdown, application/pdf")
+@click.option("--encoding", default=None, help="text encoding of text and Markdown files (default: UTF-8)")
 @click.option("--id", "doc_id", default=None, help="document IRI (default: derived from the content); one file only")
 @connection_options
 @run_async
-async def load_document(files, title, kind, doc_id, user, collection, target):
-    """Load text, Markdown or PDF documents: store, decode, chunk, extract (with provenance) and embed."""
-    from trustgraph_base.provenance.triples import validate_iri
-    from trustgraph_flow.ingest.decoding import detect_kind, normalize_kind
+async def load_document(files, title, kind, encoding, doc_id, user, collection, target):
+    """Load text, Markdown or PDF documents: store, decode, chunk, extract (with provenance) and embed.
+
+    Every file is read and checked first; a file that is refused fails alone (its own ``Error:``
+    line) and the others load completely; the exit code is then non-zero.
+    """
+    from trustgraph_base.processor import ServiceError
+    from trustgraph_base.pubsub.pulsar import MAX_MESSAGE_BYTES
+    from trustgraph_base.schema import LibrarianRequest
+    from trustgraph_flow.ingest.decoding import normalize_kind
 
     check_names(user, collection)
     if len(files) > 1 and (title or doc_id):
         raise CliError("--title and --id apply to a single file", EXIT_USAGE)
-    docs = []
-    for f in files:
-        content = f.read_bytes()
-        if not content:
-            raise CliError(f"{f} is empty (0 bytes)", EXIT_USAGE)
+    try:
+        kind = normalize_kind(kind) if kind else None
+        if encoding:
+            b"".decode(encoding)
+    except (ValueError, LookupError) as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    failures: list[tuple[int, CliError]] = []
+    docs: dict[str, tuple[int, SourceFile]] = {}
+    for position, f in enumerate(dict.fromkeys(files)):  # a file named twice is loaded (or refused) once
         try:
-            k = normalize_kind(kind) if kind else detect_kind(f.name, content)
-        except ValueError as e:
-            raise CliError(f"{f}: {e}", EXIT_USAGE) from None
-        did = doc_id or document_id_for(content)
-        try:
-            validate_iri(did)
-        except ValueError as e:
-            raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
-        docs.append((did, title or f.name, k, content))
-    quiet_logging()
-    async with target.connect(INGEST_NEEDS) as conn:
-        await load_documents(conn, user, collection, docs, target.timeout)
-    for did, name, _k, _c in docs:
-        out(f"Loaded {name} as {did}")
+            doc = read_source(f, user=user, collection=collection, title=title, kind=kind, encoding=encoding,
+                              doc_id=doc_id, several=len(files) > 1,
+                              max_message_bytes=MAX_MESSAGE_BYTES if target.pulsar_url else None)
+        except CliError as e:
+            failures.append((position, e))
+            continue
+        docs.setdefault(doc.doc_id, (position, doc))
+    loaded: list[tuple[SourceFile, str]] = []
+    if docs:
+        quiet_logging()
+        async with target.connect(INGEST_NEEDS) as conn:
+            async with ProgressFeed(conn.backend) as feed:
+                stored: dict[str, tuple[int, SourceFile, str]] = {}
+                for position, doc in docs.values():
+                    try:
+                        meta = (await conn.request("librarian", _add_request(user, collection, doc))).document_metadata
+                        await conn.request("librarian", LibrarianRequest(
+                            operation="process-document", user=user, collection=collection, document_id=doc.doc_id))
+                    except ServiceError as e:
+                        failures.append((position, CliError(
+                            str(e) if doc.title == doc.path.name else f"{doc.shown}: {e}", exit_code_for(e))))
+                        continue
+                    stored[doc.doc_id] = (position, doc, meta.title if meta is not None and meta.title else doc.title)
+                failed = await follow_progress(feed, user, collection, {d: t for d, (_p, _doc, t) in stored.items()},
+                                               target.timeout)
+        for doc_id, (position, doc, stored_title) in stored.items():
+            if doc_id in failed:
+                failures.append((position, CliError(f"{doc.shown}: stored as {doc_id}, but its processing failed: "
+                                                    f"{failed[doc_id]}", EXIT_FAILED)))
+            else:
+                loaded.append((doc, stored_title))
+    for doc, stored_title in loaded:
+        out(f"Loaded {stored_title} as {doc.doc_id}")
+        if stored_title != doc.title:
+            err_line(f"note: {doc.doc_id} was already stored with the title {quoted(stored_title)}, which it keeps "
+                     f"({quoted(doc.title)} was not applied)")
+    _report_failures(failures)
 
 
-@click.command("tg-load-turtle")
+class _HashingReader:
+    """A binary file read through (by the RDF parser) while its sha256 is computed on the way."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.sha256 = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        self.sha256.update(data)
+        return data
+
+
+@click.command("tg-load-turtle", cls=TgCommand)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["turtle", "trig", "ntriples", "nquads"]), default=None,
               help="default: from the file extension")
@@ -185,57 +368,66 @@ async def load_document(files, title, kind, doc_id, user, collection, target):
 @connection_options
 @run_async
 async def load_turtle(file, fmt, batch_size, user, collection, target):
-    """Load an existing RDF graph into a collection; labelled entities are embedded for GraphRAG."""
-    from trustgraph_base.provenance import namespaces as ns
+    """Load an existing RDF graph into a collection; labelled entities are embedded for GraphRAG.
+
+    The whole file is parsed and checked before anything is sent (see :mod:`.rdf_load`): a file
+    holding a value the services would refuse, or a quad in ``urn:graph:retrieval``, stores nothing.
+    """
+    from trustgraph_base.codec import encode
+    from trustgraph_base.pubsub.pulsar import MAX_MESSAGE_BYTES
     from trustgraph_base.pubsub.topics import flow_queue
     from trustgraph_base.rdf.export import parse
-    from trustgraph_base.codec import encode
-    from trustgraph_base.schema import IRI, LITERAL, EntityContext, EntityContexts, Metadata, Triples, iri
+
+    from .rdf_load import LoadRefused, entities_message, plan_load, triples_message
 
     check_names(user, collection)
+    shown = shown_path(file)
     fmt = fmt or {".ttl": "turtle", ".trig": "trig", ".nt": "ntriples", ".nq": "nquads"}.get(file.suffix.lower(),
                                                                                               "turtle")
     try:
-        triples = parse(file.read_bytes(), fmt)
+        with open(file, "rb") as fh:
+            reader = _HashingReader(fh)
+            triples = parse(reader, fmt)
+            while reader.read(1 << 20):  # whatever the parser left unread still names the load
+                pass
+    except OSError as e:
+        raise CliError(f"cannot read {shown}: {e.strerror or e}", EXIT_USAGE) from None
     except ValueError as e:
-        raise CliError(f"{file}: {e}", EXIT_USAGE) from None
+        raise CliError(f"{shown}: {e}", EXIT_USAGE) from None
     if not triples:
-        raise CliError(f"{file} holds no triples", EXIT_USAGE)
-    root = f"urn:load:{hashlib.sha256(file.read_bytes()).hexdigest()[:16]}"
-    labels = {t.s.value: t.o.value for t in triples if t.p.value == ns.RDFS_LABEL and t.s.type == IRI
-              and t.o.type == LITERAL and not t.g}
+        raise CliError(f"{shown} holds no triples", EXIT_USAGE)
+    try:
+        plan = plan_load(triples, batch_size, MAX_MESSAGE_BYTES if target.pulsar_url else None)
+    except LoadRefused as e:
+        raise CliError(f"{shown}: {e} (nothing was loaded)", EXIT_USAGE) from None
+    root = f"urn:load:{reader.sha256.hexdigest()[:16]}"
     quiet_logging()
     async with target.connect(("triples-write", "triples-query", "graph-embeddings-write",
                                              "embeddings")) as conn:
+        from rich.markup import escape
         from rich.progress import Progress
 
-        batches = [triples[i:i + batch_size] for i in range(0, len(triples), batch_size)]
-        ents = list(labels.items())
-        ent_batches = [ents[i:i + 64] for i in range(0, len(ents), 64)]
+        batches, ent_batches = plan.triple_batches, plan.entity_batches
         async with ProgressFeed(conn.backend) as feed:
             store = await conn.backend.create_producer(flow_queue("triples-store", conn.flow))
             entq = await conn.backend.create_producer(flow_queue("entity-contexts", conn.flow))
             for i, b in enumerate(batches):
-                await store.send(encode(Triples(metadata=Metadata(id=f"{root}#{i}", root=root, user=user,
-                                                                  collection=collection), triples=b)))
+                await store.send(encode(triples_message(b, root, i, user, collection)))
             for i, b in enumerate(ent_batches):
-                await entq.send(encode(EntityContexts(
-                    metadata=Metadata(id=f"{root}#e{i}", root=root, user=user, collection=collection),
-                    chunk_id=f"{root}#e{i}",
-                    entities=[EntityContext(entity=iri(e), label=l, context=l) for e, l in b])))
+                await entq.send(encode(entities_message(b, root, i, user, collection)))
             await store.close()
             await entq.close()
             want = {"stored": {f"{root}#{i}" for i in range(len(batches))},
                     "graph-embedded": {f"{root}#e{i}" for i in range(len(ent_batches))}}
             got = {k: set() for k in want}
             with Progress(console=_stderr_console()) as bars:
-                task = bars.add_task(f"{file.name}", total=len(batches) + len(ent_batches))
+                task = bars.add_task(escape(printable(clip(file.name, 40))), total=len(batches) + len(ent_batches))
                 while any(not want[k] <= got[k] for k in want):
-                    ev = await _next_or_fail(feed, target.timeout, file.name)
+                    ev = await _next_or_fail(feed, target.timeout, shown)
                     if ev.document_id == root and ev.stage in got:
                         got[ev.stage].add(ev.item_id)
                         bars.update(task, completed=sum(len(v) for v in got.values()))
-    out(f"Loaded {len(triples)} triple(s) and embedded {len(labels)} labelled entit(ies) from {file} "
+    out(f"Loaded {len(triples)} triple(s) and embedded {plan.entities} labelled entit(ies) from {file} "
         f"into {user}/{collection}")
 
 
@@ -254,7 +446,7 @@ async def _next_or_fail(feed: ProgressFeed, timeout: float, name: str):
         raise CliError(f"no progress for {timeout:g} s while loading {name}; are the services running?", 3) from None
 
 
-@click.command("tg-show-extraction-provenance")
+@click.command("tg-show-extraction-provenance", cls=TgCommand)
 @click.argument("document_id")
 @click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree", show_default=True)
 @click.option("--show-content", is_flag=True, help="show the text of each chunk")
@@ -318,7 +510,7 @@ async def show_extraction_provenance(document_id, fmt, show_content, max_content
             c["edges"] = [{"s": term_label(e.s, labels), "p": term_label(e.p, labels), "o": term_label(e.o, labels),
                            "uris": [e.s.value, e.p.value, e.o.value]} for e in c["edges"]]
     if fmt == "json":
-        out(json.dumps(tree, ensure_ascii=False, indent=2))
+        out_json(tree)
         return
     out(f"{tree['title']} ({tree['document']}, {tree['kind']})")
     for p in tree["pages"]:
@@ -331,7 +523,7 @@ async def show_extraction_provenance(document_id, fmt, show_content, max_content
                 out(f"      • ({e['s']}, {e['p']}, {e['o']})")
 
 
-@click.command("tg-quickstart")
+@click.command("tg-quickstart", cls=TgCommand)
 @click.option("-q", "--query", "question", default=None, help="question (default: the sample question)")
 @click.option("--reload", is_flag=True, help="load the sample corpus again even if it is loaded")
 @connection_options
@@ -350,7 +542,7 @@ async def quickstart(question, reload, user, collection, target):
             operation="list-documents", user=user, collection=collection))).document_metadatas}
         docs = [d for d in sample_documents() if reload or d.id not in loaded]
         if docs:
-            click.echo(f"Loading the sample corpus ({len(docs)} documents) into {user}/{collection} ...", err=True)
+            err_line(f"Loading the sample corpus ({len(docs)} documents) into {user}/{collection} ...")
             await load_documents(conn, user, collection, [(d.id, d.title, d.kind, d.content) for d in docs],
                                  target.timeout)
             await conn.settle()

@@ -85,6 +85,21 @@ def run_cli(command: str, *args: str, env: dict[str, str], timeout: float = 180.
     return CliResult(argv, proc.returncode, out, err, time.monotonic() - t0, proc.pid)
 
 
+EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def assert_clean_failure(r: CliResult, code: int | None = None, *, contains: str = "") -> None:
+    """The bad-input promise: non-zero exit, exactly one ``Error:`` line on stderr, empty stdout."""
+    assert r.returncode != 0, r.explain()
+    if code is not None:
+        assert r.returncode == code, r.explain()
+    assert r.stdout == "", r.explain()
+    assert "Traceback" not in r.stderr, r.explain()
+    assert len(r.stderr_lines) == 1 and r.stderr_lines[0].startswith("Error: "), r.explain()
+    assert contains in r.stderr_lines[0], r.explain()
+    assert processes_in_group(r.pgid) == [], r.explain()
+
+
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
     try:
         os.killpg(pgid, sig)

@@ -17,23 +17,12 @@ import uuid
 
 import pytest
 
-from e2e_support import base_env, processes_in_group, run_cli, script
+from e2e_support import (
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, assert_clean_failure, base_env, processes_in_group,
+    run_cli, script,
+)
 
 pytestmark = pytest.mark.e2e
-
-EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
-
-
-def assert_clean_failure(r, code: int | None = None, *, contains: str = "") -> None:
-    """The bad-input promise: non-zero exit, exactly one ``Error:`` line on stderr, empty stdout."""
-    assert r.returncode != 0, r.explain()
-    if code is not None:
-        assert r.returncode == code, r.explain()
-    assert r.stdout == "", r.explain()
-    assert "Traceback" not in r.stderr, r.explain()
-    assert len(r.stderr_lines) == 1 and r.stderr_lines[0].startswith("Error: "), r.explain()
-    assert contains in r.stderr_lines[0], r.explain()
-    assert processes_in_group(r.pgid) == [], r.explain()
 
 
 BAD_NAMES = [

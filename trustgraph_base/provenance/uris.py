@@ -23,7 +23,7 @@ def new_id() -> str:
 def check_session_id(session_id: str) -> str:
     """Return ``session_id`` if it is safe inside a URI (letters, digits, ``._-``), else raise ValueError."""
     if not _SESSION_ID.match(session_id or ""):
-        raise ValueError(f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-'")
+        raise ValueError(f"invalid session id {str(session_id)[:80]!r}: use 1-128 letters, digits, '.', '_' or '-'")
     return session_id
 
 

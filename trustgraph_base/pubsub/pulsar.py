@@ -39,6 +39,11 @@ def _errors() -> tuple[type[BaseException], ...]:
 #: Attempts of a producer creation or a subscription that times out (see ``PulsarBackend._guard``).
 OPERATION_ATTEMPTS = 3
 
+#: Largest payload (bytes) a message may carry: the broker's default ``maxMessageSize`` (5 MiB) less
+#: 64 KiB for the message's metadata and its batch container.  A larger send fails (``MessageTooBig``,
+#: or on a batching producer a send time-out); a payload just under 5 MiB already did.
+MAX_MESSAGE_BYTES = 5 * 1024 * 1024 - 64 * 1024
+
 
 def _is_timeout(e: BaseException) -> bool:
     """True for a time-out: ours, the C++ binding's ``pulsar.Timeout``, or the asyncio wrapper's ``Result.Timeout``."""

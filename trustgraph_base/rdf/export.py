@@ -22,7 +22,7 @@ True
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import BinaryIO, Iterable, Mapping
 
 import pyoxigraph as ox
 
@@ -104,10 +104,10 @@ def serialize(triples: Iterable[Triple], format: str = "turtle", prefixes: Mappi
     return data.decode("utf-8")
 
 
-def parse(text: str | bytes, format: str = "turtle", *, graph: str = "") -> list[Triple]:
+def parse(text: str | bytes | BinaryIO, format: str = "turtle", *, graph: str = "") -> list[Triple]:
     """Read an RDF document into triples, in document order.
 
-    :param text: the document.
+    :param text: the document, or a binary file to read it from as it is parsed.
     :param format: as for :func:`serialize`.
     :param graph: the graph to put default-graph triples in (e.g. the graph a Turtle file was
         exported from); ``""`` keeps them in the default graph.

@@ -234,9 +234,9 @@ def _decode_utf8(content: bytes, name: str) -> str:
     try:
         return content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        # no remedy named here: each caller names its own (tg-load-document: --encoding)
         raise InvalidEncoding(
-            f"{name} is not valid UTF-8: byte 0x{content[exc.start]:02x} at offset {exc.start} "
-            f"({exc.reason}); if it uses another encoding, pass it explicitly (e.g. encoding='latin-1')"
+            f"{name} is not valid UTF-8: byte 0x{content[exc.start]:02x} at offset {exc.start} ({exc.reason})"
         ) from None
 
 
