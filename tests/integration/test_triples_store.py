@@ -589,10 +589,13 @@ def test_question_without_start_time_is_listed_as_newest(store, user):
 
 
 def test_only_questions_typed_in_the_retrieval_graph_are_traces(store, user):
-    """A knowledge or TriG load that types a Question elsewhere creates no trace, and removing it removes none."""
+    """A knowledge or TriG load that types a Question outside urn:graph:retrieval creates no trace, and removing
+    it removes none."""
     q = "urn:trustgraph:question:loaded"
     for graph in ("", SOURCE, "urn:graph:other"):
         store.insert(user, "c", question_triples(q, "Loaded, not asked", "2000-01-01T00:00:00Z", graph=graph))
+    # nor is a Question whose URI no trace service makes (a trace's nodes are found by its URI scheme)
+    store.insert(user, "c", question_triples("urn:x:question", "Made up", "2000-01-01T00:00:00Z"))
     assert store.list_traces(user, "c").traces == [] and store.get_trace(user, "c", q) is None
     # the same Question asked for real is a trace; deleting the knowledge copy of its type leaves it listed
     store.insert(user, "c", question_triples(q, "Asked", "2024-01-01T00:00:00Z"))

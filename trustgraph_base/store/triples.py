@@ -16,8 +16,9 @@ identically and pass one conformance suite:
   raise :class:`~trustgraph_base.store.errors.InvalidQuery` with the validator's message.
 * **Graph selection**: ``None`` = all graphs, ``""`` = the default graph, an IRI = that graph.
 * **Trace index feeding**: :func:`extract_traces` finds the Questions of a batch
-  (``?q rdf:type`` GraphRAG/DocRAG/Agent question **in** ``urn:graph:retrieval``) with their query
-  text, start time and parent, so listing traces is a read of an index, never a scan of
+  (``?q rdf:type`` GraphRAG/DocRAG/Agent question **in** ``urn:graph:retrieval``, ``?q`` a Question
+  URI of the trace URI scheme, :func:`~trustgraph_base.provenance.uris.trace_root_of`) with their
+  query text, start time and parent, so listing traces is a read of an index, never a scan of
   ``tg:query`` triples.  A Question typed in any other graph (a knowledge or TriG load) is
   not a trace, and deleting such a triple leaves the index alone.
 * **Trace cursors** are opaque (base64 of ``ts|uri``) and ordered newest first: by start time
@@ -41,6 +42,7 @@ from threading import Lock
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
 from ..provenance import namespaces as ns
+from ..provenance.uris import trace_root_of
 from ..rdf.terms import MAX_TRIPLE_DEPTH, TermError, parse_term, serialize_term, validate_iri, validate_term
 from ..schema.primitives import IRI, TRIPLE, Term, Triple
 from ..schema.query import TriplePattern, TraceSummary
@@ -416,8 +418,8 @@ def timestamp_micros(text: str) -> int | None:
 
 
 def extract_traces(quads: Sequence[QuadKey], now: datetime | None = None) -> list[IndexedTrace]:
-    """The Questions typed in ``urn:graph:retrieval`` in ``quads``, with their query text, start time and
-    parent (from the same batch, same graph).
+    """The Questions (URIs of the trace scheme) typed in ``urn:graph:retrieval`` in ``quads``, with their query
+    text, start time and parent (from the same batch, same graph).
 
     A Question without a parseable ``prov:startedAtTime`` is indexed at ``now`` (insert time),
     so it still lists, as the newest.
@@ -425,7 +427,8 @@ def extract_traces(quads: Sequence[QuadKey], now: datetime | None = None) -> lis
     questions: dict[str, str] = {}
     types, retrieval = _TRACE_TYPE_BY_KEY, ns.GRAPH_RETRIEVAL
     for s, p, o, g in quads:
-        if p == _RDF_TYPE_KEY and o in types and g == retrieval and s[0] == "<" and not s.startswith("<<("):
+        if p == _RDF_TYPE_KEY and o in types and g == retrieval and s[0] == "<" and not s.startswith("<<(") \
+                and trace_root_of(s[1:-1]) == s[1:-1]:
             questions.setdefault(s, types[o])
     if not questions:
         return []

@@ -196,28 +196,38 @@ class TraceAdminService(StoreBackedProcessor, Processor):
                     dry_run: bool) -> TraceAdminResponse:
         now = datetime.now(timezone.utc)
         total = TraceAdminResponse()
-        for row in await self._rows(user, collection):
-            started = started_at(row, now)
-            age = (now - started).total_seconds() if started is not None else math.inf
-            if age <= older_than:
-                continue
-            if row.parent:
-                if await self._asked_by_a_trace(user, collection, row):
-                    continue  # a sub-trace goes with the trace that asked for it
-                if age < grace:
-                    total.skipped += 1  # an orphan for now: the Question that asked for it may be on its way
+        rows = await self._rows(user, collection)
+        while rows:
+            deferred = []
+            for row in rows:
+                started = started_at(row, now)
+                age = (now - started).total_seconds() if started is not None else math.inf
+                if age <= older_than:
                     continue
-            try:
-                r = await self.delete_trace(user, collection, row.uri, dry_run, grace)
-            except NotFound:
-                continue  # deleted meanwhile, or a sub-trace already removed with its parent
-            except TraceBeingWritten:
-                total.skipped += 1
-                continue
-            total.traces += r.traces
-            total.triples += r.triples
-            total.documents += r.documents
-            total.skipped_documents += r.skipped_documents
+                if row.parent:
+                    if await self._asked_by_a_trace(user, collection, row):
+                        deferred.append(row)  # goes with the trace that asked for it, or is an orphan after it
+                        continue
+                    if age < grace:
+                        total.skipped += 1  # an orphan for now: the Question that asked for it may be on its way
+                        continue
+                try:
+                    r = await self.delete_trace(user, collection, row.uri, dry_run, grace)
+                except NotFound:
+                    continue  # deleted meanwhile, or a sub-trace already removed with its parent
+                except TraceBeingWritten:
+                    total.skipped += 1
+                    continue
+                total.traces += r.traces
+                total.triples += r.triples
+                total.documents += r.documents
+                total.skipped_documents += r.skipped_documents
+            # A sub-trace its parent's walk did not reach (the node that asked for it was never stored)
+            # is an orphan once the parent is gone: look at those again, until none is left over.
+            still = [r for r in deferred if not dry_run
+                     and await asyncio.to_thread(self.store.get_trace, user, collection, r.uri) is not None
+                     and not await self._asked_by_a_trace(user, collection, r)]
+            rows = still if len(still) < len(rows) else []
         return total
 
     async def _asked_by_a_trace(self, user: str, collection: str, row: TraceSummary) -> bool:
