@@ -42,7 +42,9 @@ AcceptSubtrace = Callable[[str, str], Awaitable[bool]]
 MAX_ROUNDS = 64
 MAX_NODES = 20_000
 MAX_TRIPLES = 200_000
-PATTERN_LIMIT = 10_000
+PATTERN_LIMIT = 2_000
+#: Nodes asked about in one query (three patterns each), so no request or reply grows without bound.
+QUERY_NODES = 500
 
 QUESTION_TYPES = frozenset((ns.TG_GRAPH_RAG_QUESTION, ns.TG_DOC_RAG_QUESTION, ns.TG_AGENT_QUESTION))
 _LINKS = (ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY)
@@ -125,7 +127,9 @@ class TraceWalker:
             levels.append(out)
             own: dict[str, int] = defaultdict(int)
             derived: dict[str, int] = defaultdict(int)
-            found = await query(patterns)
+            found = []
+            for i in range(0, len(patterns), 3 * QUERY_NODES):
+                found += await query(patterns[i:i + 3 * QUERY_NODES])
             in_frontier = set(frontier)
             for t in found:
                 s_iri = t.s.value if t.s.type == IRI else None
