@@ -406,9 +406,13 @@ async def test_malformed_traces_are_deleted_whole_and_nothing_else(deployment):
         for i in range(0, len(forged), 5000):
             triples.insert(user, coll, forged[i:i + 5000])
         assert len(triples.list_traces(user, coll, limit=1000).traces) == questions + 1
+        dry = await admin(stack, operation="prune", user=user, collection=coll, older_than_seconds=3600,
+                          dry_run=True)
+        assert len(retrieval_quads(stack, deployment, coll)) == len(kept) + len(forged)
+        assert len(dry.traces) == questions and len(set(dry.traces)) == questions
         r = await admin(stack, operation="prune", user=user, collection=coll, older_than_seconds=3600)
         assert retrieval_quads(stack, deployment, coll) == {key(x) for x in kept}
-        assert r.triples == len(forged) and r.skipped == 0
+        assert r.triples == len(forged) and r.skipped == 0 and sorted(r.traces) == sorted(dry.traces)
         assert [x.uri for x in triples.list_traces(user, coll).traces] == [kept[0].s.value]
     finally:
         await stack.stop()

@@ -35,6 +35,7 @@ from trustgraph_base.processor import Processor, launch, raise_on_error
 from trustgraph_base.provenance.answers import marked_stages
 from trustgraph_base.provenance.uris import trace_root_of
 from trustgraph_base.provenance.walk import TraceWalker, trace_answers, trace_documents
+from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import LibrarianRequest, TraceAdminRequest, TraceAdminResponse, TraceSummary, Triple
 from trustgraph_base.schema.library import ANSWER
 from trustgraph_base.store.errors import NotFound
@@ -80,6 +81,10 @@ def started_at(summary: TraceSummary, now: datetime) -> datetime | None:
     except OverflowError:
         return None
     return when if when <= now + CLOCK_SKEW else None
+
+
+def _key(t: Triple) -> tuple:
+    return serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)
 
 
 def _age(seconds: float) -> str:
@@ -131,16 +136,24 @@ class TraceAdminService(StoreBackedProcessor, Processor):
         # Per pass: its answers first, then its triples deepest first; the index rows last.  A deletion
         # cut short leaves a trace that is still listed and reachable from its Question, and is finished
         # by deleting it again.
+        seen: set[tuple] = set()  # a dry run deletes nothing, so a pass may find again what an earlier one did
         while True:
-            answers, skipped = await self._own_answers(user, collection, walker, step.triples)
-            resp.triples += len(step.triples)
+            triples = step.triples
+            if dry_run:
+                triples = [t for t in triples if _key(t) not in seen]
+                seen.update(_key(t) for t in triples)
+            answers, skipped = await self._own_answers(user, collection, walker, triples)
+            resp.triples += len(triples)
             resp.documents += len(answers)
             resp.skipped_documents += len(skipped)
             if skipped:
                 log.warning("trace %s in %s/%s points at %d document(s) that are not its answers, left alone: %s",
                             uri, user, collection, len(skipped), ", ".join(d[:200] for d in skipped[:10]))
             if dry_run:
-                return resp
+                if not step.more or not triples:
+                    return resp
+                step = await walker.walk(query)
+                continue
             for doc in answers:
                 reply = await self.client("librarian").request(LibrarianRequest(
                     operation="remove-document", user=user, collection=collection, document_id=doc,
@@ -197,9 +210,12 @@ class TraceAdminService(StoreBackedProcessor, Processor):
         now = datetime.now(timezone.utc)
         total = TraceAdminResponse()
         rows = await self._rows(user, collection)
+        covered: set[str] = set()  # the traces (sub-traces included) already deleted, or counted by a dry run
         while rows:
             deferred = []
             for row in rows:
+                if row.uri in covered:
+                    continue
                 started = started_at(row, now)
                 age = (now - started).total_seconds() if started is not None else math.inf
                 if age <= older_than:
@@ -218,6 +234,7 @@ class TraceAdminService(StoreBackedProcessor, Processor):
                 except TraceBeingWritten:
                     total.skipped += 1
                     continue
+                covered.update(r.traces)
                 total.traces += r.traces
                 total.triples += r.triples
                 total.documents += r.documents
