@@ -26,7 +26,7 @@ from dataclasses import asdict, fields
 from typing import Any, Callable
 
 from .common import Figure, Results
-from .graph_rag import Suite
+from .harness import Suite
 
 
 def results_from_json(data: dict) -> Results:

@@ -18,7 +18,7 @@ import statistics
 import uuid
 
 from .common import Figure, Results, spread
-from .graph_rag import (
+from .harness import (
     bench_parser, report, run_on_suite, LLM_LATENCY_MS, LlmEndpoint, Suite, Variants, interleaved_order,
     on_off_figures, settle, stack_settings, stream_request,
 )

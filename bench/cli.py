@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from .common import Figure, Results, spread
-from .graph_rag import bench_parser, report, run_on_suite, Suite, load_note
+from .harness import bench_parser, report, run_on_suite, Suite, load_note
 from .ingest import ensure_corpus
 
 TRACE_COLLECTION = "traces"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 from .common import Figure, Results, percentile
-from .graph_rag import (
+from .harness import (
     bench_parser, report, run_on_suite, LLM_LATENCY_MS, Suite, Variants, interleaved_order, on_off_figures, settle,
     stack_settings, stream_request,
 )

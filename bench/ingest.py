@@ -22,7 +22,7 @@ import statistics
 import time
 
 from .common import Figure, Results, spread
-from .graph_rag import bench_parser, report, run_on_suite, Suite, interleaved_order, load_note, settle
+from .harness import bench_parser, report, run_on_suite, Suite, interleaved_order, load_note, settle, stores_of
 
 CORPUS_COLLECTION = "corpus"
 
@@ -80,8 +80,6 @@ async def ensure_corpus(suite: Suite, stack: str) -> str:
 
 async def bench(suite: Suite) -> Results:
     """Time every document on every stack, interleaved; the corpus stays loaded for later benchmarks."""
-    from .graph_rag import stores_of
-
     docs = corpus(variants=not suite.quick)
     if suite.quick:
         docs = docs[:3]

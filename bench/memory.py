@@ -31,7 +31,7 @@ import psutil
 
 from .cli import clean_env, command, run_command
 from .common import Figure, Results, spread
-from .graph_rag import (
+from .harness import (
     bench_parser, report, run_on_suite, Suite, Variants, graph_for, interleaved_order, load_graph, load_note,
     pulsar_service_argv, stream_request,
 )

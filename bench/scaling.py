@@ -26,7 +26,7 @@ import statistics
 import time
 
 from .common import Figure, Results, percentile
-from .graph_rag import (
+from .harness import (
     bench_parser, report, run_on_suite, Suite, close_target, interleaved_order, load_graph, load_note, open_target,
 )
 from .synthetic import SyntheticGraph, graph_for_triples

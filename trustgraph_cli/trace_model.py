@@ -173,7 +173,7 @@ def final_stage_uris(question_uri: str) -> tuple[str, str]:
     if kind == "docrag":
         return uris.docrag_synthesis_uri(rest), uris.docrag_error_uri(rest)
     if kind == "agent":
-        return f"{question_uri}/final", ""
+        return f"{question_uri}/final", f"{question_uri}/error"
     return "", ""
 
 

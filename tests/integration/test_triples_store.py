@@ -605,6 +605,78 @@ def test_only_questions_typed_in_the_retrieval_graph_are_traces(store, user):
     assert store.get_trace(user, "c", q) is not None
 
 
+# ---------------------------------------------------------------- trace claims
+
+def _another(store):
+    """A second store object on the same data (its own connections, as another process would have)."""
+    if store.backend == "sqlite":
+        return open_triples_store("sqlite", home=store.home)
+    return open_triples_store("cassandra", config=store.config)
+
+
+def test_a_trace_claim_is_won_once_and_a_refused_claim_writes_nothing(store, user):
+    uri = "urn:trustgraph:agent:claimed"
+    first = agent_session_triples(uri, "First run?", "2024-03-01T10:00:00Z")
+    assert store.claim_trace(user, "c", first) is True
+    assert store.claim_trace(user, "c", agent_session_triples(uri, "Second run?", "2024-03-01T10:00:01Z")) is False
+    assert store.claim_trace(user, "c", first) is False  # the same Question again is another run too
+    assert keys(store.query(user, "c", TriplePattern(s=iri(uri), limit=100))) == keys(first)
+    assert [(t.uri, t.question, t.type) for t in store.list_traces(user, "c").traces] == [
+        (uri, "First run?", "agent")]
+    assert store.get_trace(user, "c", uri).question == "First run?"
+    # the same URI in another collection is another trace
+    assert store.claim_trace(user, "other", agent_session_triples(uri, "Elsewhere?")) is True
+    # a trace stored by a plain insert (e.g. before claims existed) holds its URI as well
+    old = "urn:trustgraph:agent:inserted"
+    store.insert(user, "c", agent_session_triples(old, "Inserted run?", "2024-03-01T09:00:00Z"))
+    assert store.claim_trace(user, "c", agent_session_triples(old, "Later run?")) is False
+    assert [t.o.value for t in store.query(user, "c", TriplePattern(s=iri(old), p=iri(ns.TG_QUERY)))] == [
+        "Inserted run?"]
+    # a deleted trace frees its URI
+    store.delete(user, "c", first)
+    assert store.get_trace(user, "c", uri) is None
+    assert store.claim_trace(user, "c", agent_session_triples(uri, "After the deletion?")) is True
+
+
+def test_a_trace_claim_holds_exactly_one_question(store, user):
+    two = agent_session_triples("urn:trustgraph:agent:a", "A?") + agent_session_triples("urn:trustgraph:agent:b",
+                                                                                       "B?")
+    for bad in ([Triple(A, P, B)], two):
+        with pytest.raises(InvalidQuery, match="exactly one Question"):
+            store.claim_trace(user, "c", bad)
+    assert store.count(user, "c", TriplePattern()) == 0 and store.list_traces(user, "c").traces == []
+
+
+def test_concurrent_claims_of_one_uri_have_one_winner(store, user):
+    """Claims racing from several threads over two store objects (connections of their own): per URI
+    exactly one wins, and its Question alone is stored and listed."""
+    others = _another(store)
+    try:
+        for round_ in range(4):
+            uri = f"urn:trustgraph:agent:race{round_}"
+            gate = threading.Barrier(8)
+            won: dict[int, bool] = {}
+
+            def claim(i: int) -> None:
+                target = store if i % 2 else others
+                batch = agent_session_triples(uri, f"Run {i}?")
+                gate.wait()
+                won[i] = target.claim_trace(user, "c", batch)
+
+            threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            winners = [i for i, ok in won.items() if ok]
+            assert len(won) == 8 and len(winners) == 1, won
+            stored = store.query(user, "c", TriplePattern(s=iri(uri), p=iri(ns.TG_QUERY)))
+            assert [t.o.value for t in stored] == [f"Run {winners[0]}?"]
+            assert [t.uri for t in store.list_traces(user, "c").traces].count(uri) == 1
+    finally:
+        others.close()
+
+
 # ---------------------------------------------------------------- Cassandra only: faults, keyspaces
 
 class CuttingProxy:

@@ -239,6 +239,14 @@ class FaultStack:
             s.stop()
         return problems
 
+    def replica(self, name: str, number: int = 2, store: bool = True) -> ServiceProcess:
+        """One more process of the single-process service ``name`` (started and stopped by the caller): a replica
+        that shares the service's queues through Pulsar's shared subscriptions."""
+        process = self._single(name, store=store)
+        process.name = f"{name}-{number}"
+        process.log_path = self.workdir / f"{process.name}.log"
+        return process
+
     def restart(self, name: str) -> float:
         """``kill -9`` one service and start it again; returns seconds until it was ready again."""
         s = self.services[name]

@@ -6,9 +6,12 @@
   request, no file appears outside ``$TG_HOME``, and the service still answers afterwards;
 - every flow consumer gets the same: refused messages are dead-lettered with a reason, a batch
   with one bad triple writes nothing, and the consumer keeps consuming;
-- the LLM (the project's scripted test server) answers edge selection, synthesis and the ReAct
-  prompt with arbitrary text: every query still ends (answer or error), its stored trace is
-  SHACL-valid, and only edges that exist in the knowledge graph are ever recorded as selected;
+- the LLM (the project's scripted test server) answers edge selection, synthesis (GraphRAG and
+  DocumentRAG) and the ReAct prompt with arbitrary text: every query still ends (answer or error),
+  its stored trace is SHACL-valid, an empty answer is an Error, never an answer, and only edges
+  that exist in the knowledge graph are ever recorded as selected;
+- agent requests that reuse session ids, one after the other and at once: per session id one run,
+  every other request refused with an Error naming the id;
 - oversized payloads get a clear refusal.
 
 Hypothesis drives the inputs with a bounded number of examples (see ``fuzz cases run`` at the
@@ -27,7 +30,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from fuzz_inputs import ATTACKS, JSON, NAME_ATTACKS, TERMS, count, request_of
@@ -189,8 +192,8 @@ LLM_TEXT = st.one_of(st.text(max_size=300), st.sampled_from(ATTACKS),
 
 # ------------------------------------------------------------------------------------------ request decoding
 
-SERVICES = ["triples", "trace-list", "trace-admin", "graph-embeddings", "document-embeddings", "embeddings",
-            "prompt", "text-completion", "librarian", "graph-rag", "document-rag", "agent"]
+SERVICES = ["triples", "trace-list", "trace-admin", "trace-claim", "graph-embeddings", "document-embeddings",
+            "embeddings", "prompt", "text-completion", "librarian", "graph-rag", "document-rag", "agent"]
 
 
 @fuzz(12)
@@ -371,8 +374,10 @@ def test_a_batch_with_one_bad_triple_writes_nothing(fuzz_stack, good, bad, where
 # ------------------------------------------------------------------------------------------ the LLM's output
 
 @fuzz(30)
-@given(data=st.data())
-def test_arbitrary_llm_output_through_graph_rag(fuzz_stack, data):
+@given(replies=st.lists(LLM_TEXT, min_size=2, max_size=2))
+@example(replies=['{"id":"%s","reasoning":""}', ""])  # an edge selected, then an empty answer
+@example(replies=['{"id":"%s","reasoning":"r"}', " \n\t" * 8])  # ... or one of only whitespace, in pieces
+def test_arbitrary_llm_output_through_graph_rag(fuzz_stack, replies):
     """Edge selection and synthesis answered with anything: the query ends, the trace is valid and honest."""
     count("llm output: GraphRAG selection + synthesis")
     from trustgraph_base.provenance import namespaces as ns
@@ -381,8 +386,7 @@ def test_arbitrary_llm_output_through_graph_rag(fuzz_stack, data):
     from trustgraph_base.schema import GraphRagQuery, TriplePattern
     from trustgraph_cli.connection import Connection
 
-    fuzz_stack.llm.holder["script"] = replies_from(data.draw(st.lists(LLM_TEXT, min_size=2, max_size=2),
-                                                             label="selection, synthesis"))
+    fuzz_stack.llm.holder["script"] = replies_from(replies)  # edge selection, synthesis
     collection = f"llm{uuid.uuid4().hex[:8]}"
     store = fuzz_stack.store("triples")
 
@@ -406,23 +410,72 @@ def test_arbitrary_llm_output_through_graph_rag(fuzz_stack, data):
         if t.p.value == ns.TG_EDGE:  # every recorded edge is a real edge of the knowledge graph
             e = t.o.triple
             assert store.query("trustgraph", "default", TriplePattern(s=e.s, p=e.p, o=e.o, g="")), e
+    assert_answer_or_error(msgs, stored)
+
+
+def assert_answer_or_error(msgs, stored) -> None:
+    """A RAG query the client saw answered has a non-blank answer and a Synthesis naming it; any other ends in an
+    Error, recorded as the trace's Error stage, with no Synthesis (an empty answer is never passed as one)."""
+    from trustgraph_base.provenance import namespaces as ns
+
+    answer = "".join(m.response for m in msgs if m.message_type == "chunk")
+    types = {t.o.value for t in stored if t.p.value == ns.RDF_TYPE}
     if msgs[-1].error is None:
-        answer = "".join(m.response for m in msgs if m.message_type == "chunk")
-        assert answer and any(t.p.value == ns.TG_DOCUMENT for t in stored)
+        assert answer.strip() and any(t.p.value == ns.TG_DOCUMENT for t in stored)
+    else:
+        assert ns.TG_ERROR in types and ns.TG_SYNTHESIS not in types, (msgs[-1].error, types)
 
 
 @fuzz(15)
-@given(data=st.data())
-def test_arbitrary_llm_output_through_the_agent(fuzz_stack, data):
+@given(replies=st.lists(LLM_TEXT, min_size=1, max_size=2))
+@example(replies=[""])
+@example(replies=["\n \t" * 12])
+def test_arbitrary_llm_output_through_document_rag(fuzz_stack, replies):
+    """DocumentRAG's answer prompt answered with anything: the query ends, the trace is valid and honest."""
+    count("llm output: DocumentRAG synthesis")
+    from trustgraph_base.provenance.walk import collect_trace
+    from trustgraph_base.rdf.validation import validate_trace
+    from trustgraph_base.schema import DocumentRagQuery
+    from trustgraph_cli.connection import Connection
+
+    fuzz_stack.llm.holder["script"] = replies_from(replies)
+    collection = f"dr{uuid.uuid4().hex[:8]}"
+    store = fuzz_stack.store("triples")
+
+    async def ask():
+        async with Connection.attach(fuzz_stack.stack, timeout=60) as conn:
+            client = await conn.client("document-rag")
+            msgs = [m async for m in client.stream(DocumentRagQuery(query="Why is polonium named so?",
+                                                                    explain_collection=collection, streaming=True))]
+        await fuzz_stack.idle()
+
+        async def q(patterns):
+            return [t for r in store.query_many("trustgraph", collection, patterns) for t in r]
+
+        return msgs, await collect_trace(q, msgs[0].explain_id)
+
+    msgs, stored = fuzz_stack.run(ask())
+    assert msgs[-1].end_of_session and sum(m.end_of_session for m in msgs) == 1
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
+    assert_answer_or_error(msgs, stored)
+
+
+AGENT_STEPS = st.sampled_from([
+    "Thought: t\nAction: knowledge-query\nArgs: {\"question\": \"Who discovered polonium?\"}",
+    "Thought: t\nFinal Answer: polonium", "Thought: t\nAction: rm -rf /\nArgs: {}"])
+
+
+@fuzz(15)
+@given(replies=st.lists(LLM_TEXT | AGENT_STEPS, min_size=1, max_size=6))
+@example(replies=["Thought: done\nFinal Answer:   \n"])  # an empty final answer, again and again
+def test_arbitrary_llm_output_through_the_agent(fuzz_stack, replies):
     """The ReAct prompt answered with anything: the dialog ends with an answer or an error, never loops forever."""
     count("llm output: ReAct agent")
     from trustgraph_base.schema import AgentRequest
     from trustgraph_cli.connection import Connection
 
-    fuzz_stack.llm.holder["script"] = replies_from(data.draw(st.lists(LLM_TEXT | st.sampled_from([
-        "Thought: t\nAction: knowledge-query\nArgs: {\"question\": \"Who discovered polonium?\"}",
-        "Thought: t\nFinal Answer: polonium", "Thought: t\nAction: rm -rf /\nArgs: {}"]), min_size=1, max_size=6),
-        label="llm replies"))
+    fuzz_stack.llm.holder["script"] = replies_from(replies)
 
     async def ask():
         async with Connection.attach(fuzz_stack.stack, timeout=60) as conn:
@@ -435,7 +488,81 @@ def test_arbitrary_llm_output_through_the_agent(fuzz_stack, data):
 
     msgs = fuzz_stack.run(ask())
     assert msgs[-1].end_of_dialog
-    assert msgs[-1].error is not None or any(m.message_type == "answer" and m.content for m in msgs)
+    assert msgs[-1].error is not None or any(m.message_type == "answer" and m.content.strip() for m in msgs)
+    assert not [m for m in msgs if m.message_type == "answer" and not m.end_of_dialog and not m.content.strip()]
+
+
+# ------------------------------------------------------------------------------------------ session ids
+
+SESSION_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._\-]{0,40}", fullmatch=True)
+
+
+@fuzz(15)
+@given(sids=st.lists(SESSION_IDS, min_size=1, max_size=3, unique=True),
+       batches=st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=4), min_size=1, max_size=3))
+@example(sids=["s"], batches=[[0], [0]])        # sequential reuse
+@example(sids=["s"], batches=[[0, 0, 0, 0]])    # concurrent reuse of a new session id
+def test_a_session_id_names_one_agent_run(fuzz_stack, sids, batches):
+    """Agent requests that use session ids again, one batch after the other, the requests of a batch at once:
+    per session id exactly one request runs (one of the first batch that uses it), every other one gets an Error
+    naming the id and nothing else, and each stored trace holds that one run (one question, one answer)."""
+    count("sessions: reused session ids")
+    from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.provenance.walk import collect_trace
+    from trustgraph_base.rdf.validation import validate_trace
+    from trustgraph_base.schema import AgentRequest
+    from trustgraph_cli.connection import Connection
+
+    fuzz_stack.llm.holder["script"] = lambda template_id, terms, messages: (
+        f"Thought: easy\nFinal Answer: the answer to {terms['question']}")
+    collection = f"ss{uuid.uuid4().hex[:8]}"  # session ids are claimed per collection: a fresh one per example
+    store = fuzz_stack.store("triples")
+    plan = [[(f"Question {b}.{k}?", sids[i % len(sids)]) for k, i in enumerate(batch)] for b, batch in
+            enumerate(batches)]
+
+    async def run():
+        results = []
+        async with Connection.attach(fuzz_stack.stack, timeout=60) as conn:
+            client = await conn.client("agent")
+
+            async def ask(question, sid):
+                return [m async for m in client.stream(AgentRequest(question=question, session_id=sid,
+                                                                    collection=collection))]
+
+            for batch in plan:
+                replies = await asyncio.gather(*(ask(q, sid) for q, sid in batch))
+                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies)]
+        await fuzz_stack.idle()
+
+        async def q(patterns):
+            return [t for r in store.query_many("trustgraph", collection, patterns) for t in r]
+
+        traces = {sid: await collect_trace(q, f"urn:trustgraph:agent:{sid}") for sid in {s for _, s, _ in results}}
+        return results, traces
+
+    results, traces = fuzz_stack.run(run())
+    first_batch = {}
+    for b, batch in enumerate(plan):
+        for _, sid in batch:
+            first_batch.setdefault(sid, b)
+    for sid, trace in traces.items():
+        root = f"urn:trustgraph:agent:{sid}"
+        ran = [q for q, s, msgs in results if s == sid and msgs[-1].error is None]
+        assert len(ran) == 1, (sid, [msgs[-1].error for _, s, msgs in results if s == sid])
+        question = ran[0]
+        assert question in [q for q, s in plan[first_batch[sid]] if s == sid]
+        for q, s, msgs in results:
+            if s == sid and q != question:
+                assert [m.message_type for m in msgs] == ["error"], [m.message_type for m in msgs]
+                err = msgs[-1].error
+                assert err.type == "session-in-use" and repr(sid) in err.message and "\n" not in err.message
+        assert sorted(t.o.value for t in trace if t.s.value == root and t.p.value == ns.TG_QUERY) == [question]
+        assert len([t for t in trace if t.s.value == root and t.p.value == ns.PROV_STARTED_AT_TIME]) == 1
+        assert [t.o.value for t in trace if t.p.value == ns.TG_ANSWER] == [f"the answer to {question}"]
+        report = validate_trace(trace)
+        assert report.conforms, [v.message for v in report.violations]
+    listed = [t.uri for t in store.list_traces("trustgraph", collection, "agent", 1000, "").traces]
+    assert sorted(listed) == sorted(f"urn:trustgraph:agent:{sid}" for sid in traces)
 
 
 # ------------------------------------------------------------------------------------------ oversized payloads
@@ -443,15 +570,20 @@ def test_arbitrary_llm_output_through_the_agent(fuzz_stack, data):
 def test_oversized_payloads_are_refused_clearly(fuzz_stack):
     count("oversized payloads")
     from trustgraph_base.codec import encode
-    from trustgraph_base.schema import DocumentRagQuery, GraphRagQuery, TriplePattern, TriplesQueryRequest
+    from trustgraph_base.schema import (
+        AgentRequest, DocumentRagQuery, GraphRagQuery, TriplePattern, TriplesQueryRequest,
+    )
     from trustgraph_flow.retrieval.graph_rag.rag import MAX_QUERY_CHARS
 
     store = fuzz_stack.store("triples")
     big = "Who discovered polonium? " * (MAX_QUERY_CHARS // 20)
     for service, request in [("graph-rag", GraphRagQuery(query=big, collection="big")),
-                             ("document-rag", DocumentRagQuery(query=big, collection="big"))]:
+                             ("document-rag", DocumentRagQuery(query=big, collection="big")),
+                             ("agent", AgentRequest(question=big, collection="big", session_id="big"))]:
         replies = fuzz_stack.run(fuzz_stack.raw(service, encode(request)))
-        assert replies[-1].error is not None and "characters long" in replies[-1].error.message, replies[-1]
+        assert replies[-1].error is not None, replies[-1]
+        assert replies[-1].error.message == (f"the query is {len(big):,} characters long; "
+                                             f"at most {MAX_QUERY_CHARS:,} are accepted"), replies[-1]
     fuzz_stack.run(fuzz_stack.idle())
     assert store.list_traces("trustgraph", "big", "", 10, "").traces == []  # refused before anything was stored
     replies = fuzz_stack.run(fuzz_stack.raw("triples", encode(TriplesQueryRequest(

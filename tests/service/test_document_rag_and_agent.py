@@ -9,6 +9,7 @@ a parse failure is recoverable, requests without a session id record nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -107,6 +108,33 @@ async def test_document_rag_error_ends_session(deployment, llm_server, llm_setti
     assert msgs[-1].error is not None and msgs[-1].end_of_session and msgs[-1].end_of_stream
     assert any(t.o.value == ns.TG_ERROR for t in stored if t.p.value == ns.RDF_TYPE)
     assert validate_trace(stored).conforms
+
+
+async def test_document_rag_empty_answer_is_an_error_not_an_answer(deployment, llm_server, llm_settings):
+    """The model answers with nothing (or only whitespace, streamed in several pieces): the client gets an
+    Error and no answer text; the trace ends with an Error at the synthesis stage, derived from the
+    Exploration, with no Synthesis and no answer document."""
+    blank = {"When was polonium discovered?": "", "Why is polonium named so?": "\n \t" * 12}
+    llm_server.set_script(lambda template_id, terms, messages: blank[terms["query"]])
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        runs = [await stream(stack, "document-rag", DocumentRagQuery(
+            query=query, user=deployment.user, collection=deployment.collection, streaming=streaming))
+            for query, streaming in (("When was polonium discovered?", False), ("Why is polonium named so?", True))]
+        stored = [await stored_trace(stack, deployment, msgs[0].explain_id) for msgs in runs]
+    finally:
+        await stack.stop()
+    for msgs, trace in zip(runs, stored):
+        last = msgs[-1]
+        assert last.end_of_session and sum(m.end_of_session for m in msgs) == 1
+        assert last.error is not None and last.error.message == "the model returned no answer", last.error
+        assert not [m.response for m in msgs if m.response], "the client was sent an answer"
+        types = {t.o.value for t in trace if t.p.value == ns.RDF_TYPE}
+        assert ns.TG_ERROR in types and ns.TG_EXPLORATION in types and ns.TG_SYNTHESIS not in types
+        assert not [t for t in trace if t.p.value in (ns.TG_DOCUMENT, ns.TG_CONTENT)]
+        assert next(t.o.value for t in trace if t.p.value == ns.TG_STAGE) == "synthesis"
+        report = validate_trace(trace)
+        assert report.conforms, [v.message for v in report.violations]
 
 
 # ------------------------------------------------------------------ agent
@@ -221,3 +249,228 @@ async def test_agent_without_session_id_records_nothing(deployment, llm_server, 
     assert not [m for m in msgs if m.message_type == "explain"]
     assert [m.content for m in msgs if m.message_type == "answer" and m.content] == ["42"]
     assert len(after.traces) == len(before.traces)
+
+
+# ------------------------------------------------------------------ agent: one run per session id
+def echo_agent(calls: list | None = None):
+    """The agent concludes at once, naming the question it was asked (so a trace shows which run it holds)."""
+    def script(template_id, terms, messages):
+        assert template_id == "agent-react", template_id
+        if calls is not None:
+            calls.append(terms["question"])
+        return f"Thought: easy\nFinal Answer: the answer to {terms['question']}"
+
+    return script
+
+
+def questions_of(trace, root):
+    return sorted(t.o.value for t in trace if t.s.value == root and t.p.value == ns.TG_QUERY)
+
+
+def assert_one_run(trace, root, question):
+    """The trace holds exactly one run: one question, one start time, one Conclusion with that question's answer."""
+    assert questions_of(trace, root) == [question]
+    assert len([t for t in trace if t.s.value == root and t.p.value == ns.PROV_STARTED_AT_TIME]) == 1
+    answers = [t.o.value for t in trace if t.p.value == ns.TG_ANSWER]
+    assert answers == [f"the answer to {question}"], answers
+    report = validate_trace(trace)
+    assert report.conforms, [v.message for v in report.violations]
+
+
+def assert_refused(msgs, sid):
+    """One Error reply naming the session id; the client heard nothing of a run."""
+    assert msgs[-1].end_of_dialog and msgs[-1].error is not None, msgs[-1]
+    assert msgs[-1].error.type == "session-in-use" and repr(sid) in msgs[-1].error.message, msgs[-1].error
+    assert "\n" not in msgs[-1].error.message
+    assert [m.message_type for m in msgs] == ["error"], [m.message_type for m in msgs]
+
+
+async def test_agent_refuses_a_session_id_that_names_another_run(deployment, llm_server, llm_settings):
+    """A second request with a used session id gets an Error before anything is stored or asked: the trace
+    still holds the first run alone (never two questions and two answers)."""
+    calls: list = []
+    llm_server.set_script(echo_agent(calls))
+    sid = f"reuse-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        first = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
+                                                          collection=deployment.collection, session_id=sid))
+        before = await stored_trace(stack, deployment, root)
+        second = await stream(stack, "agent", AgentRequest(question="Who discovered radium?", user=deployment.user,
+                                                           collection=deployment.collection, session_id=sid))
+        after = await stored_trace(stack, deployment, root)
+        listed = [t.uri for t in triples_store(stack).list_traces(deployment.user, deployment.collection, "agent",
+                                                                   1000, "").traces]
+    finally:
+        await stack.stop()
+    assert first[-1].end_of_dialog and first[-1].error is None
+    assert_refused(second, sid)
+    assert calls == ["Who discovered polonium?"]  # the refused run never reached the model
+    assert keys(after) == keys(before)
+    assert_one_run(after, root, "Who discovered polonium?")
+    assert listed.count(root) == 1
+
+
+def count_runs(agent, name: str, taken: dict) -> None:
+    """Count in ``taken[name]`` the requests this agent replica takes."""
+    run = agent.run
+
+    async def counted(req, emit):
+        taken[name] = taken.get(name, 0) + 1
+        await run(req, emit)
+
+    agent.run = counted
+
+
+async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, llm_server, llm_settings):
+    """Requests sent at once with the same new session id: exactly one runs, the others are refused, and the
+    trace holds that one run.  On Pulsar two agent replicas (and two triples-write replicas) share the work,
+    so the requests are taken by different processes."""
+    from trustgraph_cli.connection import Connection
+    from trustgraph_flow.embedded import start_embedded
+
+    llm_server.set_script(echo_agent())
+    settings = llm_settings(llm_server)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    replica = None
+    if deployment.kind == "distributed":
+        replica = await start_embedded(only=("triples-write", "agent-manager-react"), llm="openai", settings=settings,
+                                       backend=deployment.backend(), flow=stack.flow, **deployment.store_kwargs())
+    taken: dict[str, int] = {}
+    for name, running in (("first", stack), ("replica", replica)):
+        if running is not None:
+            count_runs(running.get("agent-manager-react").agent, name, taken)
+    questions = [f"Question {i} about polonium?" for i in range(6)]
+    sid = f"race-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    try:
+        async with Connection.attach(stack, timeout=90) as conn:
+            client = await conn.client("agent")
+
+            async def ask(question):
+                return [m async for m in client.stream(AgentRequest(
+                    question=question, user=deployment.user, collection=deployment.collection, session_id=sid))]
+
+            runs = await asyncio.gather(*(ask(q) for q in questions))
+        await stack.wait_idle()
+        if replica is not None:
+            await replica.wait_idle()
+        trace = await stored_trace(stack, deployment, root)
+    finally:
+        if replica is not None:
+            await replica.stop()
+        await stack.stop()
+    answered = [q for q, msgs in zip(questions, runs) if msgs[-1].error is None]
+    assert len(answered) == 1, [msgs[-1].error for msgs in runs]
+    assert sum(taken.values()) == len(questions)
+    if replica is not None:
+        assert set(taken) == {"first", "replica"}, taken  # both replicas ran requests with the one session id
+    for q, msgs in zip(questions, runs):
+        if q not in answered:
+            assert_refused(msgs, sid)
+    assert_one_run(trace, root, answered[0])
+
+
+async def test_agent_refuses_an_oversized_question_before_storing_anything(deployment, llm_server, llm_settings):
+    """The question limit of GraphRAG and DocumentRAG, with the same wording; nothing is stored or asked."""
+    calls: list = []
+    llm_server.set_script(echo_agent(calls))
+    sid = f"big-{uuid.uuid4().hex[:8]}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question="x" * 100_001, user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        found = triples_store(stack).get_trace(deployment.user, deployment.collection, f"urn:trustgraph:agent:{sid}")
+    finally:
+        await stack.stop()
+    assert msgs[-1].end_of_dialog and msgs[-1].error is not None
+    assert msgs[-1].error.message == "the query is 100,001 characters long; at most 100,000 are accepted"
+    assert found is None and calls == []
+    assert not [m for m in msgs if m.message_type == "explain"]
+
+
+async def test_agent_failure_ends_its_trace_with_an_error(deployment, llm_server, llm_settings):
+    """The model fails after the Question was stored: the trace says how far the run got (an Error derived
+    from the last stored stage), so it lists as failed rather than as cut short."""
+    from trustgraph_cli.trace_model import final_stage_uris
+
+    llm_server.set_script(agent_script([
+        'Thought: graph\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}']))
+    sid = f"fail-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        ports = stack.get("agent-manager-react").agent.ports
+        real_prompt = ports.prompt
+        asked = []
+
+        async def failing_second_prompt(template, terms):
+            asked.append(template)
+            if len(asked) == 2:
+                raise RuntimeError("injected: the prompt service failed")
+            return await real_prompt(template, terms)
+
+        ports.prompt = failing_second_prompt
+        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        stored = await stored_trace(stack, deployment, root)
+    finally:
+        await stack.stop()
+    assert msgs[-1].end_of_dialog and "injected" in msgs[-1].error.message
+    by = {}
+    for t in stored:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    error_uri = final_stage_uris(root)[1]
+    assert by[error_uri][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
+    assert by[error_uri][ns.TG_STAGE] == ["analysis"] and "injected" in by[error_uri][ns.TG_ERROR_MESSAGE][0]
+    assert f"{root}/final" not in by
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_agent_tool_with_an_empty_answer_is_a_tool_error(deployment, llm_server, llm_settings):
+    """A knowledge-query whose model answers with nothing is a failed tool call (an observation saying so,
+    recorded as tg:toolError), never an empty observation the agent takes as the tool's answer."""
+    llm_server.set_script(agent_script([
+        'Thought: graph\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
+        "Thought: the graph said nothing\nFinal Answer: I could not find out."], graph_answer="  "))
+    sid = f"tool-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        stored = await stored_trace(stack, deployment, root)
+    finally:
+        await stack.stop()
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None
+    by = {}
+    for t in stored:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    observation = by[f"{root}/i1"][ns.TG_OBSERVATION][0]
+    assert observation.startswith("Error: the knowledge-query tool failed") and "no answer" in observation
+    assert "the model returned no answer" in by[f"{root}/i1"][ns.TG_TOOL_ERROR][0]
+    assert validate_trace(stored).conforms
+
+
+async def test_agent_empty_final_answer_is_feedback_never_an_answer(deployment, llm_server, llm_settings):
+    """An empty 'Final Answer:' is a malformed reply like any other: the model is told to fix it (a parse-error
+    Analysis), and the dialog never ends with an empty answer."""
+    llm_server.set_script(agent_script(["Thought: done\nFinal Answer:   \n", "Thought: done\nFinal Answer: 42"]))
+    sid = f"blank-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question="What is six times seven?", user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        stored = await stored_trace(stack, deployment, root)
+    finally:
+        await stack.stop()
+    assert [m.content for m in msgs if m.message_type == "answer" and m.content] == ["42"]
+    by = {}
+    for t in stored:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
+    assert "'Final Answer:' is empty" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
+    assert by[f"{root}/final"][ns.TG_ANSWER] == ["42"]

@@ -263,3 +263,39 @@ async def test_lost_explain_write_ends_the_session_with_an_error_and_no_gap(depl
     assert error_parent.startswith("urn:trustgraph:prov:exploration:")
     report = validate_trace(stored)
     assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_an_empty_synthesis_is_an_error_not_an_answer(deployment, llm_server, llm_settings):
+    """The model selects edges, then answers with nothing (or only whitespace): the client gets an Error that
+    says so and no answer text; the trace ends with an Error at the synthesis stage, derived from the Focus,
+    and holds no Synthesis and no answer document."""
+    blank = {"Who discovered polonium?": "", "Which scientists discovered polonium?": " \n\t " * 10}
+    selecting = polonium_script({})
+
+    def script(template_id, terms, messages):
+        if template_id == "kg-synthesis":
+            return blank[terms["query"]]
+        return selecting(template_id, terms, messages)
+
+    llm_server.set_script(script)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        runs = [await ask(stack, deployment, "Who discovered polonium?", streaming=False),
+                await ask(stack, deployment, "Which scientists discovered polonium?", streaming=True)]
+        stored = [await stored_trace(stack, deployment, msgs[0].explain_id) for msgs in runs]
+    finally:
+        await stack.stop()
+    for msgs, trace in zip(runs, stored):
+        last = msgs[-1]
+        assert last.end_of_session and sum(m.end_of_session for m in msgs) == 1
+        assert last.error is not None and last.error.message == "the model returned no answer", last.error
+        assert not [m.response for m in msgs if m.response], "the client was sent an answer"
+        types = {t.o.value for t in trace if t.p.value == ns.RDF_TYPE}
+        assert ns.TG_ERROR in types and ns.TG_FOCUS in types and ns.TG_SYNTHESIS not in types
+        assert not [t for t in trace if t.p.value == ns.TG_DOCUMENT]
+        assert next(t.o.value for t in trace if t.p.value == ns.TG_STAGE) == "synthesis"
+        error_parent = next(t.o.value for t in trace if t.p.value == ns.PROV_WAS_DERIVED_FROM
+                            and t.s.value.startswith("urn:trustgraph:prov:error:"))
+        assert error_parent.startswith("urn:trustgraph:prov:focus:")
+        report = validate_trace(trace)
+        assert report.conforms, [v.message for v in report.violations]

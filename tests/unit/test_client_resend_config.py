@@ -13,8 +13,10 @@ READS = {"triples", "trace-list", "graph-embeddings", "document-embeddings", "em
 
 def test_only_idempotent_services_are_resent():
     assert {name for name, s in SERVICES.items() if s.idempotent} == READS
-    # an LLM call, a write or a whole RAG query is never sent twice by a client
-    for name in ("prompt", "text-completion", "librarian", "graph-rag", "document-rag", "agent", "trace-admin"):
+    # an LLM call, a write or a whole RAG query is never sent twice by a client (a trace claim sent again
+    # would find its own claim and refuse the run)
+    for name in ("prompt", "text-completion", "librarian", "graph-rag", "document-rag", "agent", "trace-admin",
+                 "trace-claim"):
         assert SERVICES[name].resend_after() is None
         assert client_spec(name, "f").resend_after is None
 

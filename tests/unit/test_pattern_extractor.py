@@ -6,6 +6,8 @@ fact counts only if it survives chunking.  A hand-labelled sample measures preci
 
 from __future__ import annotations
 
+import hashlib
+import json
 from functools import lru_cache
 
 import pytest
@@ -248,6 +250,93 @@ def test_corpus_yields_the_facts_the_questions_need(fact):
 
 def test_corpus_yields_many_edges():
     assert len(corpus_edges()) >= 300
+
+
+# The extractor's exact output on each corpus document read whole: (relationships, definitions,
+# SHA-256 of both in order, object kinds included).  Any change of the rules' behaviour changes
+# a digest; when a change is intended, check the new output and update the row from the message.
+PINNED_OUTPUT = {
+    "becquerel-radioactivity": (50, 3, "f60cc0971fa3661bddeff12248b4edd63826f6472fb2f6b92e089aaa36e04550"),
+    "curies-polonium-radium": (75, 9, "7417253669400700b4286496b4bfb56057ed391c8a8026a5156eb2d7dcbcd9bd"),
+    "rutherford-nuclear-atom": (90, 10, "94429869826b0bd36582db2ab3d61d77e944a07585a0e3db2e41791b40ee353a"),
+    "radium-institute": (72, 4, "1e73d6abe977ff08a625a8bad992213bd04f63286bdcdf8186a2b44514dd5bd9"),
+    "radioactive-elements": (84, 15, "ba4ba2544d8bbb91ace6a3d63d052277ce0cd01558f7a16c0c4262c5ca1f0263"),
+}
+
+
+@pytest.mark.parametrize("slug", sorted(PINNED_OUTPUT))
+def test_corpus_output_is_pinned(slug):
+    result = extract(source_text(slug))
+    blob = json.dumps([[[r.subject, r.predicate, r.object, r.object_entity] for r in result.relationships],
+                       [[d.entity, d.definition] for d in result.definitions]], ensure_ascii=False)
+    found = (len(result.relationships), len(result.definitions), hashlib.sha256(blob.encode()).hexdigest())
+    assert found == PINNED_OUTPUT[slug], f"the extractor's output on {slug} changed: now {found!r}"
+
+
+# Text of many shapes the corpus has few of (a fence, a table, list items, a quotation, brackets, quotes,
+# dates with months, a participle aside, a relative clause, a cleft, a subordinate clause, coordinated
+# verbs, a modal, a negation, a semicolon), and the extractor's exact output on it, in order.
+SHAPES_TEXT = """\
+# The Discovery of Radium
+
+Early Work
+
+Marie Curie (1867-1934) was born in Warsaw. She moved to Paris in 1891 and studied at the University of Paris.
+On 26 July 1895 she married Pierre Curie, a French physicist. Their daughter Irène Curie was born in 1897.
+
+```
+Marie Curie discovered nothing in this fence.
+```
+
+| Element | Year |
+|---|---|
+
+- Henri Becquerel discovered radioactivity in March 1896.
+- The element polonium was named after Poland.
+1. Ernest Rutherford, working under J. J. Thomson, studied "uranium rays" at the Cavendish Laboratory.
+
+> When Pierre Curie died in 1906, Marie Curie took over his professorship.
+
+It was in 1898 that the Curies announced polonium. They later isolated radium from 1,000 kg of pitchblende.
+Marie Curie discovered polonium in 1898 and isolated radium in 1902 and founded the Radium Institute in 1914.
+Rutherford, who taught at McGill University, received the Nobel Prize in Chemistry on November 4, 1908.
+Doctors used radium. Radium is a radioactive element. Her work on radioactivity could not be ignored.
+The physicist Pierre Curie and the chemist Gustave Bémont worked with Marie Curie; Becquerel did not.
+"""
+PINNED_SHAPES = (
+    ("Marie Curie", "born in", "Warsaw", True),
+    ("Marie Curie", "moved to", "Paris", True),
+    ("Marie Curie", "moved in", "1891", False),
+    ("Marie Curie", "studied at", "University of Paris", True),
+    ("Marie Curie", "married", "Pierre Curie", True),
+    ("Marie Curie", "married on", "26 July 1895", False),
+    ("Henri Becquerel", "discovered", "radioactivity", True),
+    ("Henri Becquerel", "discovered radioactivity in", "March 1896", False),
+    ("polonium", "named after", "Poland", True),
+    ("Ernest Rutherford", "studied", "uranium rays", True),
+    ("Ernest Rutherford", "studied uranium rays at", "Cavendish Laboratory", True),
+    ("Pierre Curie", "died in", "1906", False),
+    ("Marie Curie", "took over", "professorship", True),
+    ("Marie Curie", "discovered", "polonium", True),
+    ("Marie Curie", "discovered polonium in", "1898", False),
+    ("Marie Curie", "isolated", "radium", True),
+    ("Marie Curie", "isolated radium in", "1902", False),
+    ("Marie Curie", "founded", "Radium Institute", True),
+    ("Marie Curie", "founded in", "1914", False),
+    ("Ernest Rutherford", "taught at", "McGill University", True),
+    ("Ernest Rutherford", "received", "Nobel Prize in Chemistry", True),
+    ("Ernest Rutherford", "received on", "November 4, 1908", False),
+)
+PINNED_SHAPE_DEFINITIONS = (
+    ("Pierre Curie", "a French physicist"),
+    ("Radium", "a radioactive element"),
+)
+
+
+def test_output_on_text_of_many_shapes_is_pinned():
+    result = extract(SHAPES_TEXT)
+    assert [(r.subject, r.predicate, r.object, r.object_entity) for r in result.relationships] == list(PINNED_SHAPES)
+    assert [(d.entity, d.definition) for d in result.definitions] == list(PINNED_SHAPE_DEFINITIONS)
 
 
 # Every relationship the extractor finds in becquerel.txt and radium-institute.md, judged by

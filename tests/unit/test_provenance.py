@@ -81,6 +81,7 @@ def test_agent_uris():
     assert uris.agent_iteration_uri("sess-1", 1) == "urn:trustgraph:agent:sess-1/i1"
     assert uris.agent_iteration_uri("sess-1", 10) == "urn:trustgraph:agent:sess-1/i10"
     assert uris.agent_final_uri("sess-1") == "urn:trustgraph:agent:sess-1/final"
+    assert uris.agent_error_uri("sess-1") == "urn:trustgraph:agent:sess-1/error"
     with pytest.raises(ValueError, match="numbered from 1"):
         uris.agent_iteration_uri("sess-1", 0)
 

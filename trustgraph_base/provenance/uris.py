@@ -97,6 +97,11 @@ def agent_final_uri(session_id: str) -> str:
     return f"urn:trustgraph:agent:{check_session_id(session_id)}/final"
 
 
+def agent_error_uri(session_id: str) -> str:
+    """The Error entity that ends a failed agent run's trace."""
+    return f"urn:trustgraph:agent:{check_session_id(session_id)}/error"
+
+
 def agent_answer_uri(session_id: str) -> str:
     """Librarian id of an agent's final answer."""
     return f"urn:trustgraph:agent:{check_session_id(session_id)}/answer"

@@ -11,8 +11,8 @@ from .retrieval import (
 from .agent import AgentRequest, AgentResponse, AgentStep
 from .query import (
     ChunkMatch, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, EntityMatch,
-    GraphEmbeddingsRequest, GraphEmbeddingsResponse, TraceAdminRequest, TraceAdminResponse, TraceListRequest,
-    TraceListResponse,
+    GraphEmbeddingsRequest, GraphEmbeddingsResponse, TraceAdminRequest, TraceAdminResponse, TraceClaimRequest,
+    TraceClaimResponse, TraceListRequest, TraceListResponse,
     TraceSummary, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
 )
 from .library import DocumentMetadata, LibrarianRequest, LibrarianResponse, StoredAnswer

@@ -147,6 +147,24 @@ class TraceListResponse:
     next_cursor: str = ""
 
 
+@dataclass
+class TraceClaimRequest:
+    """Store a trace's Question (``triples``: one Question and its properties) unless the collection already
+    holds a trace with that Question's URI: the atomic start of a run whose URI the client chose (an agent's
+    session id), so two runs can never share one trace."""
+
+    user: str = "trustgraph"
+    collection: str = "default"
+    triples: list[Triple] = field(default_factory=list)
+
+
+@dataclass
+class TraceClaimResponse:
+    """``claimed``: the Question is stored and the trace is this run's; false: another run holds the URI."""
+
+    error: Error | None = None
+    claimed: bool = False
+
 
 @dataclass
 class TraceAdminRequest:

@@ -21,6 +21,9 @@ identically and pass one conformance suite:
   query text, start time and parent, so listing traces is a read of an index, never a scan of
   ``tg:query`` triples.  A Question typed in any other graph (a knowledge or TriG load) is
   not a trace, and deleting such a triple leaves the index alone.
+* **Trace claims**: :meth:`TriplesStore.claim_trace` stores a Question only if the index does not hold
+  its URI yet, atomically (SQLite: one write transaction; Cassandra: a lightweight transaction on
+  the index row), so a client-chosen Question URI (an agent's session id) names one run.
 * **Trace cursors** are opaque (base64 of ``ts|uri``) and ordered newest first: by start time
   (microseconds since the epoch) descending, then by URI descending.  A Question is indexed
   once (the first batch that types it wins; re-inserts are no-ops) with at most
@@ -55,8 +58,8 @@ __all__ = [
     "TRACE_QUESTION_CHARS",
     "QuadKey", "PatternKey", "IndexedTrace",
     "check_names", "check_pattern", "check_page_size", "prepare_triples", "term_from_key",
-    "extract_traces", "question_type_of", "timestamp_micros", "check_trace_query", "check_question_uri",
-    "check_limit", "encode_cursor", "decode_cursor",
+    "extract_traces", "claimed_question", "question_type_of", "timestamp_micros", "check_trace_query",
+    "check_question_uri", "check_limit", "encode_cursor", "decode_cursor",
 ]
 
 #: Rows returned when a pattern says ``limit=0``.
@@ -148,6 +151,13 @@ class TriplesStore(Protocol):
 
     def list_collections(self, user: str) -> list[str]:
         """Names of the user's collections, sorted."""
+
+    def claim_trace(self, user: str, collection: str, triples: Sequence[Triple]) -> bool:
+        """Store ``triples`` (one Question, :func:`claimed_question`) unless the trace index holds that Question.
+
+        Atomic: of any number of concurrent claims of one Question URI, in any processes, exactly one
+        returns ``True``; the others (and every later one) return ``False`` and write nothing.
+        """
 
     def list_traces(self, user: str, collection: str, type: str = "", limit: int = DEFAULT_TRACE_LIMIT,
                     cursor: str = "") -> TracePage:
@@ -453,6 +463,14 @@ def extract_traces(quads: Sequence[QuadKey], now: datetime | None = None) -> lis
                                 TraceSummary(uri=s[1:-1], type=kind, question=text.get(s, "")[:TRACE_QUESTION_CHARS],
                                              time=time_text, parent=parent.get(s, ""))))
     return out
+
+
+def claimed_question(quads: Sequence[QuadKey]) -> IndexedTrace:
+    """The one Question a :meth:`TriplesStore.claim_trace` batch types; any other batch is an :class:`InvalidQuery`."""
+    traces = extract_traces(quads)
+    if len(traces) != 1:
+        raise InvalidQuery(f"a trace claim holds exactly one Question, this one holds {len(traces)}")
+    return traces[0]
 
 
 def check_trace_query(user: str, collection: str, type: str, limit: int, cursor: str) -> tuple[int, tuple[int, str] | None]:

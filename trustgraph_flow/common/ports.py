@@ -14,7 +14,8 @@ from trustgraph_base.processor import Processor, raise_on_error
 from trustgraph_base.schema.library import ANSWER
 from trustgraph_base.schema import (
     DocumentEmbeddingsRequest, DocumentMetadata, EmbeddingsRequest, EntityMatch, GraphEmbeddingsRequest,
-    LibrarianRequest, Metadata, PromptRequest, StoredAnswer, Triple, TriplePattern, Triples, TriplesQueryRequest,
+    LibrarianRequest, Metadata, PromptRequest, StoredAnswer, TraceClaimRequest, Triple, TriplePattern, Triples,
+    TriplesQueryRequest,
 )
 
 
@@ -27,7 +28,7 @@ class BusPorts:
     """Ports over the bus, for a processor that declared the matching client specs.
 
     Client names used: ``embeddings``, ``graph-embeddings``, ``document-embeddings``, ``triples``,
-    ``prompt``, ``librarian``; producers ``explainability`` (explain triples) and ``answers``
+    ``prompt``, ``librarian``, ``trace-claim``; producers ``explainability`` (explain triples) and ``answers``
     (``answer-store``, answers for the librarian).  ``stats`` counts requests per
     service (benchmarks report store round trips from it).
     """
@@ -108,6 +109,12 @@ class BusPorts:
         resp = raise_on_error("librarian", await self.p.client("librarian").request(LibrarianRequest(
             operation="get-document-content", user=user, collection=collection, document_id=document_id)))
         return resp.content
+
+    async def claim_trace(self, user: str, collection: str, triples: list[Triple]) -> bool:
+        """Store a Question unless a trace with its URI is stored (``False``: another run holds it; nothing stored)."""
+        resp = raise_on_error("trace-claim", await self.p.client("trace-claim").request(
+            TraceClaimRequest(user=user, collection=collection, triples=triples)))
+        return resp.claimed
 
     async def store_explain(self, user: str, collection: str, stage_uri: str, triples: list[Triple]) -> None:
         await self.p.producer("explainability").send(Triples(

@@ -16,7 +16,8 @@ from trustgraph_base.schema import (
     DocumentRagResponse, DocumentRef, EmbeddingsRequest, EmbeddingsResponse, EntityContexts, Error,
     GraphEmbeddingsRequest, GraphEmbeddingsResponse, GraphRagQuery, GraphRagResponse, IngestProgress,
     LibrarianRequest, LibrarianResponse, PromptRequest, StoredAnswer, PromptResponse, TextCompletionRequest,
-    TextCompletionResponse, TextPage, TraceAdminRequest, TraceAdminResponse, TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
+    TextCompletionResponse, TextPage, TraceAdminRequest, TraceAdminResponse, TraceClaimRequest, TraceClaimResponse,
+    TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
     TriplesQueryResponse,
 )
 
@@ -51,6 +52,8 @@ SERVICES: dict[str, Service] = {s.name: s for s in [
     Service("trace-list", TraceListRequest, TraceListResponse, 30.0, lambda e: TraceListResponse(error=e),
             idempotent=True),
     Service("trace-admin", TraceAdminRequest, TraceAdminResponse, 600.0, lambda e: TraceAdminResponse(error=e)),
+    # Not idempotent: a request sent again would find its own claim and be refused.
+    Service("trace-claim", TraceClaimRequest, TraceClaimResponse, 30.0, lambda e: TraceClaimResponse(error=e)),
     Service("graph-embeddings", GraphEmbeddingsRequest, GraphEmbeddingsResponse, 30.0,
             lambda e: GraphEmbeddingsResponse(error=e), idempotent=True),
     Service("document-embeddings", DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, 30.0,

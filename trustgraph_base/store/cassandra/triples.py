@@ -32,7 +32,8 @@ from :func:`~trustgraph_base.store.names.storage_name`, is ever formatted into C
 ``collections(collection)``, ``traces((collection, kind), ts DESC, uri DESC)``, ``trace_uris((collection), uri)``
     The collection registry and the trace index: one row per Question in the ``all``
     partition and one in its type's partition, newest first, so a page is one slice of
-    ``limit`` rows whatever the number of traces; ``trace_uris`` finds a Question by URI.
+    ``limit`` rows whatever the number of traces; ``trace_uris`` finds a Question by URI, and
+    a trace claim is a lightweight transaction on it.
 
 Reads: :meth:`CassandraTriplesStore.query_many` sends patterns that differ only in their
 partition key (a source-chain walk over many nodes, an exploration hop over many entities) as
@@ -69,9 +70,10 @@ from ..gc_pause import gc_paused
 from ..names import storage_name
 from ..triples import (
     IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
-    check_trace_query, encode_cursor, extract_traces, prepare_triples, question_type_of, term_from_key,
+    check_trace_query, claimed_question, encode_cursor, extract_traces, prepare_triples, question_type_of,
+    term_from_key,
 )
-from .connection import CassandraConfig, batch_bytes, connect, ensure_keyspace
+from .connection import CassandraConfig, batch_bytes, connect, ensure_keyspace, lwt_applied
 
 __all__ = ["CassandraTriplesStore", "SCAN_BUCKETS", "KEY_MAX_BYTES"]
 
@@ -206,6 +208,8 @@ class _Statements:
                               f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         self.insert_trace_uri = p(f"INSERT INTO {ks}.trace_uris (collection, uri, ts, type, question, time, parent) "
                                   f"VALUES (?, ?, ?, ?, ?, ?, ?)")
+        self.claim_trace_uri = p(f"INSERT INTO {ks}.trace_uris (collection, uri, ts, type, question, time, parent) "
+                                 f"VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
         self.get_trace_uri = p(f"SELECT uri, type, question, time, parent, ts FROM {ks}.trace_uris "
                                f"WHERE collection = ? AND uri = ?")
         self.delete_trace = p(f"DELETE FROM {ks}.traces WHERE collection = ? AND kind = ? AND ts = ? AND uri = ?")
@@ -396,6 +400,32 @@ class CassandraTriplesStore:
             self._index_traces(st, collection, traces, existing)
         return len(quads)
 
+    def claim_trace(self, user: str, collection: str, triples: Sequence[Triple]) -> bool:
+        """Store ``triples`` (one Question) unless the trace index holds that Question; ``False``: nothing written.
+
+        The claim is a lightweight transaction (``INSERT ... IF NOT EXISTS``, serial consistency
+        ``SERIAL``) on the Question's ``trace_uris`` row, so of concurrent claims from any number of
+        processes exactly one is applied.  Only the winner then writes the triples and the listing
+        rows.  An interrupted claim leaves its ``trace_uris`` row: the URI stays claimed (and
+        :meth:`get_trace` finds it) but is not listed; deleting the trace frees it.
+        """
+        from cassandra import ConsistencyLevel
+
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        question = claimed_question(quads)
+        st = self._prepared(user)
+        s = question.summary
+        claim = st.claim_trace_uri.bind((collection, s.uri, question.ts, s.type, s.question, s.time, s.parent))
+        claim.serial_consistency_level = ConsistencyLevel.SERIAL
+        with _errors("trace claim"):
+            if not lwt_applied(self._session.execute(claim)):
+                return False
+        for i in range(0, len(quads), INSERT_CHUNK):
+            self._insert_chunk(st, collection, quads[i:i + INSERT_CHUNK], [], register=i == 0)
+        self._index_traces(st, collection, [question], [[]], uri_rows=False)
+        return True
+
     def _insert_chunk(self, st: _Statements, collection: str, quads: Sequence[QuadKey], reads: list,
                       register: bool = False) -> list:
         """Write the rows of ``quads`` (and, with ``register``, the collection's registry row);
@@ -450,9 +480,10 @@ class CassandraTriplesStore:
         return self._run(writes + reads, "insert")[len(writes):]
 
     def _index_traces(self, st: _Statements, collection: str, traces: Sequence[IndexedTrace],
-                      existing: Sequence) -> None:
+                      existing: Sequence, uri_rows: bool = True) -> None:
         """Index Questions not indexed yet (``existing``: their ``trace_uris`` rows; the first indexing
-        wins, as in SQLite); rows of one partition stay adjacent in the batches."""
+        wins, as in SQLite); rows of one partition stay adjacent in the batches.  Without ``uri_rows``
+        only the listing rows are written (a claim wrote the ``trace_uris`` row)."""
         from cassandra.query import BatchStatement, BatchType
 
         groups: dict[str, list] = defaultdict(list)
@@ -464,8 +495,9 @@ class CassandraTriplesStore:
             for kind in (_ALL, s.type):
                 groups[kind].append((st.insert_trace, (collection, kind, t.ts, s.uri, s.type, s.question, s.time,
                                                        s.parent), size))
-            groups[""].append((st.insert_trace_uri, (collection, s.uri, t.ts, s.type, s.question, s.time, s.parent),
-                               size))
+            if uri_rows:
+                groups[""].append((st.insert_trace_uri, (collection, s.uri, t.ts, s.type, s.question, s.time,
+                                                         s.parent), size))
         # One request for a query's Question: its (at most five) partitions share a batch.
         statements: list = []
         batch, used = None, 0

@@ -38,7 +38,8 @@ Why it is laid out this way:
 * **Collections** are rows of ``collections`` (``AUTOINCREMENT``: a deleted collection's id is
   never reused); ``c`` leads every key, so one collection never sees another's rows.
 * **Trace index**: ``traces`` keyed ``(c, uri)`` with indexes ``(c, ts, uri)`` and
-  ``(c, type, ts, uri)``; listing reads one index range backwards, ``O(limit)``.
+  ``(c, type, ts, uri)``; listing reads one index range backwards, ``O(limit)``.  A trace claim
+  looks its URI up and stores its Question in one write transaction.
 * **Threads**: services call the store from worker threads; each thread gets its own
   connection per user file (WAL lets readers run beside the one writer), writers take the
   write lock up front (``BEGIN IMMEDIATE``) and wait up to ``busy_timeout``.
@@ -63,7 +64,8 @@ from ..gc_pause import gc_paused
 from ..names import tg_home, user_file
 from ..triples import (
     IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
-    check_trace_query, encode_cursor, extract_traces, prepare_triples, question_type_of, term_from_key,
+    check_trace_query, claimed_question, encode_cursor, extract_traces, prepare_triples, question_type_of,
+    term_from_key,
 )
 from .wal import enable_wal
 
@@ -310,7 +312,24 @@ class SqliteTriplesStore:
         """
         check_names(user, collection)
         quads = prepare_triples(triples)
-        traces = extract_traces(quads)
+        self._store(user, collection, quads, extract_traces(quads))
+        return len(quads)
+
+    def claim_trace(self, user: str, collection: str, triples: Sequence[Triple]) -> bool:
+        """Store ``triples`` (one Question) unless the trace index holds that Question; ``False``: nothing written.
+
+        The look-up and the insert share one ``BEGIN IMMEDIATE`` transaction, so concurrent claims of
+        one URI, from any thread or process, are serialised and exactly one of them wins.
+        """
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        question = claimed_question(quads)
+        return self._store(user, collection, quads, [question], unless_indexed=question.summary.uri)
+
+    def _store(self, user: str, collection: str, quads: list[QuadKey], traces: Sequence[IndexedTrace],
+               unless_indexed: str = "") -> bool:
+        """Write ``quads`` and index ``traces`` in one transaction; with ``unless_indexed``, only if that
+        Question is not in the trace index (returns whether anything was written)."""
         path = self.path(user)
         with self._write(user) as conn:
             cache = self._term_ids[path]
@@ -318,6 +337,9 @@ class SqliteTriplesStore:
             cache.sync(epoch)
             conn.execute("INSERT OR IGNORE INTO collections (name) VALUES (?)", (collection,))
             cid = self._collection_id(conn, collection)
+            if unless_indexed and conn.execute("SELECT 1 FROM traces WHERE c = ? AND uri = ?",
+                                               (cid, unless_indexed)).fetchone():
+                return False
             ids, new, created = _intern(conn, cache.ids, quads)
             graph_ids = {g: ids[f"<{g}>"] if g else 0 for g in {q[3] for q in quads}}
             added = _insert_quads(conn, cid, [(ids[s], ids[p], ids[o], graph_ids[g]) for s, p, o, g in quads])
@@ -325,7 +347,7 @@ class SqliteTriplesStore:
                 _index_traces(conn, cid, traces)
             _count_recent(conn, added + created)
         cache.remember(epoch, new)
-        return len(quads)
+        return True
 
     def delete(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
         """Remove exactly ``triples`` (matching graph included) from ``user``'s ``collection``.

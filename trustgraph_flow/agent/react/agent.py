@@ -7,6 +7,11 @@ stored **as its iteration completes**.  A ``knowledge-query`` or ``document-quer
 passes its Analysis URI as ``parent_uri`` to the sub-query, whose Question records it with
 ``prov:wasDerivedFrom``, and asks for the sub-trace to be stored in the agent's own explain
 collection, so one trace leads to the other.
+
+The session id is the client's choice, and it names one run: the Question is stored through a
+trace claim, which fails when a trace with that URI is already stored, before anything else is
+stored or sent (:class:`SessionInUse`).  A run that fails after its Question was stored ends its
+trace with an Error derived from the last stored stage.
 """
 
 from __future__ import annotations
@@ -19,16 +24,28 @@ from typing import Awaitable, Callable
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.agent import agent_final_triples, agent_iteration_triples, agent_session_triples
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
+from trustgraph_base.provenance.triples import error_triples
 from trustgraph_base.store.triples import check_names
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
 
 from ...common.background_writes import BackgroundWrites, stage_write
+from ...retrieval.graph_rag.rag import query_size_error
 from .parser import FinalAnswer, ReactParseError, parse_react
 from .tools import DEFAULT_TOOLS, Tool
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[AgentResponse], Awaitable[None]]
+
+
+class SessionInUse(ValueError):
+    """The request's session id already names a stored run (another request's trace)."""
+
+    error_type = "session-in-use"
+
+    def __init__(self, session_id: str, session_uri: str, collection: str):
+        super().__init__(f"session id {session_id!r} already names another run ({session_uri} in collection "
+                         f"{collection!r}); use a new session id")
 
 
 @dataclass
@@ -48,6 +65,7 @@ class ReactAgent:
 
     :param ports: ``prompt(template, terms)`` → outcome with ``.text``/``.model``;
         ``run_tool(tool, query, request, parent_uri, explain_collection, on_explain)`` → ToolOutcome;
+        ``claim_trace(user, collection, triples)`` → whether the Question was stored as a new trace;
         ``store_explain(user, collection, uri, triples)``.
     """
 
@@ -71,15 +89,28 @@ class ReactAgent:
             session_uri = ""
         parent = session_uri
         writes = BackgroundWrites()  # explain triples on their way to storage
+        stage = "question"  # how far the run got, for its Error stage
+
+        def explain_event(uri: str, triples: list[Triple]) -> AgentResponse:
+            return AgentResponse(message_type="explain", explain_id=uri, explain_collection=collection,
+                                 explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
 
         async def explain_stage(uri: str, triples: list[Triple]) -> None:
             if not explain:
                 return
-            msg = AgentResponse(message_type="explain", explain_id=uri, explain_collection=collection,
-                                explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
             # To storage and to the client at once; the end of the dialog waits for the storage writes.
             writes.start(uri, stage_write(self.ports, req.user, collection, uri, triples))
-            await emit(msg)
+            await emit(explain_event(uri, triples))
+
+        async def claim_session(triples: list[Triple]) -> None:
+            """Store the Question as a new trace, or refuse the run: its session id names another one."""
+            async def claim() -> None:
+                if not await self.ports.claim_trace(req.user, collection, triples):
+                    raise SessionInUse(req.session_id, session_uri, collection)
+
+            writes.start(session_uri, claim)
+            await writes.wait()  # before the client hears of the run and before anything else is stored
+            await emit(explain_event(session_uri, triples))
 
         async def forward_sub_explain(uri: str, triples: list[Triple]) -> None:
             # Let the client see the sub-trace's question (the link target) as it happens.
@@ -91,13 +122,17 @@ class ReactAgent:
         try:
             if not req.question.strip():
                 raise ValueError("the question is empty")
+            if query_size_error(req.question):
+                raise ValueError(query_size_error(req.question))
             if not tools:
                 raise ValueError(f"no tools available (group {req.group!r} matches none)")
             if explain:
-                await explain_stage(session_uri, agent_session_triples(session_uri, req.question))
+                await claim_session(agent_session_triples(session_uri, req.question))
+            stage = "analysis"
             n = len(history)
             while True:
                 if n >= max_iter:
+                    stage = "conclusion"
                     answer = self._give_up(history, max_iter)
                     await self._conclude(req, emit, explain_stage, session_uri, parent, answer, writes,
                                          termination="max-iterations")
@@ -117,6 +152,7 @@ class ReactAgent:
                                    f"or Thought/Final Answer.")
                     tool_error = str(e)
                 if isinstance(step, FinalAnswer):
+                    stage = "conclusion"
                     if step.thought:
                         await emit(AgentResponse(message_type="thought", content=step.thought, end_of_message=True))
                     await self._conclude(req, emit, explain_stage, session_uri, parent, step.answer, writes)
@@ -149,9 +185,19 @@ class ReactAgent:
                                                                         observation, tool_error=tool_error))
                     parent = it_uri
         except Exception as e:  # noqa: BLE001 - every failure ends the dialog with an error
-            log.warning("agent session %s failed: %s", req.session_id or "-", e)
+            message = str(e) or type(e).__name__
+            log.warning("agent session %s failed at %s: %s", req.session_id or "-", stage, message)
             await writes.settle()
-            await emit(AgentResponse(message_type="error", content=str(e), error=Error("agent-error", str(e)),
+            stored = writes.last_written  # the Error follows the last stored stage ("": nothing of this run stored)
+            if explain and stored:
+                err_uri = uris.agent_error_uri(req.session_id)
+                try:
+                    await explain_stage(err_uri, error_triples(err_uri, stored, message, stage))
+                    await writes.wait()
+                except Exception as e2:  # noqa: BLE001 - the client still gets its error below
+                    log.error("could not record the error of agent session %s: %s", req.session_id, e2)
+            await emit(AgentResponse(message_type="error", content=message,
+                                     error=Error(getattr(e, "error_type", "agent-error"), message),
                                      end_of_message=True, end_of_dialog=True))
 
     @staticmethod

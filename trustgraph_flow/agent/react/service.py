@@ -13,7 +13,7 @@ from trustgraph_base.schema import (
 
 from ...common.ports import BusPorts
 from ...common.services import client_spec, explain_producer_specs, request_spec
-from ...retrieval.graph_rag.rag import PromptOutcome
+from ...retrieval.graph_rag.rag import NO_ANSWER_ERROR, PromptOutcome
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
 
@@ -25,6 +25,13 @@ def _llm_configured() -> bool:
         os.environ.get("LLM_BACKEND", "").lower() == "openai"
 
 
+def _answer(text: str) -> str:
+    """A tool's answer; an empty one (or only whitespace) is the tool's failure, never an observation."""
+    if not text.strip():
+        raise ValueError(NO_ANSWER_ERROR)
+    return text
+
+
 class AgentPorts(BusPorts):
     """Bus ports plus tool execution through the graph-rag, document-rag and text-completion services."""
 
@@ -34,7 +41,7 @@ class AgentPorts(BusPorts):
             if tool.kind == "text-completion":
                 resp = raise_on_error("text-completion", await self.p.client("text-completion").request(
                     TextCompletionRequest(prompt=query)))
-                return ToolOutcome(resp.response)
+                return ToolOutcome(_answer(resp.response))
             if tool.kind == "graph-rag":
                 client = self.p.client("graph-rag")
                 request = GraphRagQuery(query=query, user=req.user, collection=req.collection, parent_uri=parent_uri,
@@ -52,7 +59,7 @@ class AgentPorts(BusPorts):
                     await on_explain(resp.explain_id, resp.explain_triples)
                 elif resp.response:
                     parts.append(resp.response)
-            return ToolOutcome("".join(parts).strip())
+            return ToolOutcome(_answer("".join(parts)).strip())
         except Exception as e:  # noqa: BLE001 - a tool failure is an observation, not the end of the dialog
             return ToolOutcome(f"Error: the {tool.name} tool failed: {e}", error=str(e))
 
@@ -74,6 +81,7 @@ class AgentService(Processor):
             self.add(spec)
         kinds = {t.kind for t in configured}
         self.add(client_spec("prompt", self.flow))
+        self.add(client_spec("trace-claim", self.flow))
         for kind in ("graph-rag", "document-rag", "text-completion"):
             if kind in kinds:
                 self.add(client_spec(kind, self.flow))

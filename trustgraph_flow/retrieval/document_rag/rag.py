@@ -23,7 +23,7 @@ from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error,
 
 from ...common.background_writes import BackgroundWrites, stage_write
 from ...common.response_stream import ResponseStream
-from ..graph_rag.rag import MAX_QUERY_CHARS, PromptOutcome
+from ..graph_rag.rag import NO_ANSWER_ERROR, PromptOutcome, query_size_error
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,8 @@ class DocumentRag:
         try:
             if not req.query.strip():
                 raise ValueError("the query is empty")
-            if len(req.query) > MAX_QUERY_CHARS:
-                raise ValueError(f"the query is {len(req.query):,} characters long; "
-                                 f"at most {MAX_QUERY_CHARS:,} are accepted")
+            if query_size_error(req.query):
+                raise ValueError(query_size_error(req.query))
             check_names(req.user, req.collection)  # before anything is stored
             await explain_stage(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
             stage = "exploration"
@@ -88,14 +87,22 @@ class DocumentRag:
                 if req.streaming:
                     await stream.send(DocumentRagResponse(message_type="chunk", response=NO_DOCUMENTS_ANSWER))
             else:
+                leading = ""  # whitespace before the first text: sent with it, never alone
                 async for item in self.ports.prompt_stream("document-prompt", {"query": req.query, "documents": docs}):
                     if isinstance(item, PromptOutcome):
                         usage = item
                     elif item:
                         answer.append(item)
                         if req.streaming:
-                            await stream.send(DocumentRagResponse(message_type="chunk", response=item))
+                            if leading is not None and not item.strip():
+                                leading += item  # only whitespace so far: not an answer yet
+                                continue
+                            await stream.send(DocumentRagResponse(message_type="chunk",
+                                                                  response=(leading or "") + item))
+                            leading = None
             text = "".join(answer)
+            if not text.strip():  # an empty answer is a failed synthesis, never an answer
+                raise ValueError(NO_ANSWER_ERROR)
             await stream.send(DocumentRagResponse(message_type="chunk", response="" if req.streaming else text,
                                                   end_of_stream=True))
             if explain:

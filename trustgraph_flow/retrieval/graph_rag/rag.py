@@ -50,8 +50,17 @@ NO_KNOWLEDGE_ANSWER = "I found no relevant information in the knowledge graph to
 #: limit and Pulsar's 5 MB messages (the question travels in explain events and prompts), so an
 #: oversized one gets the same clear refusal on both stacks, before anything is stored.
 MAX_QUERY_CHARS = 100_000
+#: The failure of a query whose model answered with nothing (or only whitespace): an empty answer is no answer.
+NO_ANSWER_ERROR = "the model returned no answer"
 NO_SELECTION_ANSWER = ("None of the knowledge-graph edges that were explored was judged relevant to this question, "
                        "so I cannot answer it from the graph.")
+
+
+def query_size_error(query: str) -> str:
+    """Why ``query`` is refused for its size (``""``: it is not); the one wording of every query service."""
+    if len(query) > MAX_QUERY_CHARS:
+        return f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are accepted"
+    return ""
 
 
 @dataclass
@@ -197,9 +206,8 @@ class _Run:
         try:
             if not req.query.strip():
                 raise GraphRagError("question", "the query is empty")
-            if len(req.query) > MAX_QUERY_CHARS:
-                raise GraphRagError("question", f"the query is {len(req.query):,} characters long; "
-                                                f"at most {MAX_QUERY_CHARS:,} are accepted")
+            if query_size_error(req.query):
+                raise GraphRagError("question", query_size_error(req.query))
             try:  # before anything is stored: a hostile name never reaches a store or an explain event
                 check_names(req.user, req.collection)
             except InvalidQuery as e:
@@ -281,7 +289,7 @@ class _Run:
                                                          selection.selections, self.session,
                                                          dropped=selection.dropped),
                                 edge_sources=edge_sources)
-            answer = []
+            answer, leading = [], ""  # leading: whitespace before the first text, sent with it, never alone
             while True:
                 item = await pieces.get()
                 if item is None:
@@ -290,12 +298,18 @@ class _Run:
                     raise item
                 answer.append(item)
                 if req.streaming:
-                    await self.stream.send(GraphRagResponse(message_type="chunk", response=item))
+                    if leading is not None and not item.strip():
+                        leading += item  # only whitespace so far: not an answer yet
+                        continue
+                    await self.stream.send(GraphRagResponse(message_type="chunk", response=(leading or "") + item))
+                    leading = None
             await synth
         except BaseException:
             synth.cancel()
             raise
         text = "".join(answer)
+        if not text.strip():  # an empty answer is a failed synthesis, never an answer
+            raise GraphRagError("synthesis", NO_ANSWER_ERROR)
         syn_uri, syn_triples = uris.synthesis_uri(self.session), []
         if self.explain:  # stored first: the broker's acknowledgement overlaps the last chunk's send
             doc_uri = uris.answer_document_uri(self.session)

@@ -15,6 +15,11 @@ explain stage of a query is a few dozen triples, and ingestion sends small batch
 one insert per message cost a transaction (SQLite) or several round trips (Cassandra).  The
 stored trace is delayed by at most ``linger_ms``.
 
+It also answers ``trace-claim`` requests: a run whose Question URI its client chose (an agent's
+session id) stores its Question through one, which succeeds only if no trace with that URI is
+stored, atomically in the store (:meth:`~trustgraph_base.store.triples.TriplesStore.claim_trace`),
+so two runs, on any replicas, never share a trace.
+
 The default linger depends on the bus.  On Pulsar a message waits in the broker until it is
 acked, so waiting longer loses nothing: up to 1 s lets every stage of a query share one write,
 which starts when the query's final stage arrives, i.e. after its answer has gone out, instead
@@ -33,11 +38,11 @@ import os
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch
 from trustgraph_base.provenance.triples import ends_a_trace
-from trustgraph_base.schema import IngestProgress, Triples
+from trustgraph_base.schema import IngestProgress, TraceClaimRequest, TraceClaimResponse, Triples
 from trustgraph_base.store.triples import open_triples_store
 
 from ...common.batching import Batcher
-from ...common.services import flow_spec, progress_queue
+from ...common.services import flow_spec, progress_queue, request_spec
 from ...common.stores import StoreBackedProcessor
 
 log = logging.getLogger(__name__)
@@ -81,6 +86,7 @@ class TriplesWriteService(StoreBackedProcessor, Processor):
                                 linger=self.linger_ms / 1000, max_items=handlers,
                                 ends_linger=lambda m: ends_a_trace(m.triples), name=f"{self.id}-batches")
         self.add(flow_spec("triples-store", self.flow, self.on_triples, concurrency=handlers))
+        self.add(request_spec("trace-claim", self.flow, self.on_claim, name="trace-claim"))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
 
     async def on_triples(self, msg: Triples, ctx) -> None:
@@ -90,6 +96,10 @@ class TriplesWriteService(StoreBackedProcessor, Processor):
         if meta.root:
             await self.producer("progress").send(IngestProgress(
                 user=meta.user, collection=meta.collection, document_id=meta.root, stage="stored", item_id=meta.id))
+
+    async def on_claim(self, req: TraceClaimRequest, ctx) -> None:
+        claimed = await asyncio.to_thread(self.store.claim_trace, req.user, req.collection, req.triples)
+        await ctx.respond(TraceClaimResponse(claimed=claimed))
 
     async def _insert(self, batch: list[Triples]) -> None:
         groups: dict[tuple[str, str], list] = {}
