@@ -58,13 +58,18 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
     for col in ("Session", "Type", "Question", "Time"):
         table.add_column(col, overflow="fold" if col == "Session" else "ellipsis", no_wrap=col != "Question")
     in_page = {t.uri for t in traces}
+    # a sub-trace is shown under its parent when the parent is a top-level row of this page; any other
+    # (a sub-trace of a sub-trace, or a stored cycle) gets a row of its own, so every listed trace shows
+    top = {t.uri for t in traces if not t.parent or _root_question(t.parent) not in in_page
+           or _root_question(t.parent) == t.uri}
     children: dict[str, list] = {}
     for t in traces:
-        if t.parent:
+        if t.uri not in top and _root_question(t.parent) in top:
             children.setdefault(_root_question(t.parent), []).append(t)
+    shown_under = {c.uri for cs in children.values() for c in cs}
     for t in traces:
-        if t.parent and _root_question(t.parent) in in_page:
-            continue  # shown under its parent
+        if t.uri in shown_under:
+            continue
         mark = f" (sub-trace of {t.parent})" if t.parent else ""
         table.add_row(cell(t.uri), cell(_TYPES.get(t.type, t.type)),
                       cell(_status_mark(status[t.uri]) + _truncate(t.question, 60) + mark), cell(t.time))
@@ -132,6 +137,7 @@ def check_trace_uri(uri: str) -> str:
 @run_async
 async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, target):
     """Show one stored trace: every stage, edge reasons and sources, the answer; or export it as RDF."""
+    from trustgraph_base.provenance.walk import trace_answers, trace_questions
     from trustgraph_base.schema import LibrarianRequest
 
     from .trace_model import TraceIndex, build_trace, trace_type
@@ -161,12 +167,12 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
             chunks = [t.o.value for t in triples if t.p.value.endswith("/ns/selectedChunk")]
             chains.update(await chunk_chains(conn, user, collection, chunks))
         answers = {}
-        for t in triples:
-            if t.p.value.endswith("/ns/document") and t.o.type == "i":
-                reply = await (await conn.client("librarian")).request(LibrarianRequest(
-                    operation="get-document-content", user=user, collection=collection, document_id=t.o.value))
-                if reply.error is None:
-                    answers[t.o.value] = reply.content.decode("utf-8", "replace")
+        # only the trace's own answers: a (forged) trace may point tg:document at any document
+        for doc in trace_answers([uri, *trace_questions(triples)], triples):
+            reply = await (await conn.client("librarian")).request(LibrarianRequest(
+                operation="get-document-content", user=user, collection=collection, document_id=doc))
+            if reply.error is None:
+                answers[doc] = reply.content.decode("utf-8", "replace")
         trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains)
     if fmt == "json":
         out_json(trace)
@@ -281,50 +287,75 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
         p(f"Message: {e['message']}")
 
 
-def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text or "")
+#: Longest duration accepted (100 years; trace-admin refuses more).
+MAX_DURATION_SECONDS = 100 * 365.25 * 86400
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str, *, allow_zero: bool = False, option: str | None = None) -> float:
+    """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` -> seconds (at most 100 years); ``option`` names it in errors."""
+    shown = text if len(text or "") <= 40 else text[:40] + "…"
+    m = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([smhdw])\s*", text or "")
     if not m:
-        raise click.BadParameter(f"{text!r}: use a number and a unit s, m, h, d or w (e.g. 30d)")
-    value = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-    if value <= 0:
-        raise click.BadParameter("the duration must be positive")
+        raise click.BadParameter(f"{shown!r}: use a number and a unit s, m, h, d or w (e.g. 30d)", param_hint=option)
+    value = float(m.group(1)) * _UNITS[m.group(2)]
+    if value > MAX_DURATION_SECONDS:
+        raise click.BadParameter(f"{shown!r}: at most 100 years (e.g. 5200w)", param_hint=option)
+    if value <= 0 and not (allow_zero and value == 0):
+        raise click.BadParameter(f"{shown!r}: the duration must be positive", param_hint=option)
     return value
+
+
+_GRACE = click.option("--grace", default="1h", show_default=True,
+                      help="a trace without its final stage that started less than this ago is still being "
+                           "written: left alone (0s: no grace)")
+
+
+def _report(r, dry_run: bool) -> None:
+    verb = "Would delete" if dry_run else "Deleted"
+    out(f"{verb} {len(r.traces)} trace(s), {r.triples} triple(s), {r.documents} answer document(s).")
+    if r.skipped:
+        out(f"Skipped {r.skipped} trace(s) still being written (no final stage yet, younger than the grace period).")
+    if r.skipped_documents:
+        out(f"Left {r.skipped_documents} document(s) alone: a trace points at them, but they are not its answers.")
 
 
 @click.command("tg-delete-explain-trace")
 @click.argument("uri")
 @click.option("--dry-run", is_flag=True, help="report what would be deleted")
+@_GRACE
 @connection_options
 @run_async
-async def delete_trace(uri, dry_run, user, collection, target):
-    """Delete one trace whole (all stages, edge selections, sub-traces, the stored answer) and nothing else."""
+async def delete_trace(uri, dry_run, grace, user, collection, target):
+    """Delete one trace whole (all stages, edge selections, sub-traces, its stored answers) and nothing else."""
     from trustgraph_base.schema import TraceAdminRequest
 
+    grace = parse_duration(grace, allow_zero=True, option="--grace")
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
     async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
         r = await conn.request("trace-admin", TraceAdminRequest(operation="delete", user=user, collection=collection,
-                                                                uri=uri, dry_run=dry_run))
-    verb = "Would delete" if dry_run else "Deleted"
-    out(f"{verb} {len(r.traces)} trace(s), {r.triples} triple(s), {r.documents} answer document(s).")
+                                                                uri=uri, dry_run=dry_run, grace_seconds=grace))
+    _report(r, dry_run)
 
 
 @click.command("tg-prune-explain-traces")
 @click.option("--older-than", "older_than", required=True, help="e.g. 30d, 12h, 90m")
 @click.option("--dry-run", is_flag=True, help="report what would be deleted")
+@_GRACE
 @connection_options
 @run_async
-async def prune_traces(older_than, dry_run, user, collection, target):
+async def prune_traces(older_than, dry_run, grace, user, collection, target):
     """Delete every trace of a user and collection that started before now minus a duration."""
     from trustgraph_base.schema import TraceAdminRequest
 
-    seconds = parse_duration(older_than)
+    older_than = parse_duration(older_than, option="--older-than")
+    grace = parse_duration(grace, allow_zero=True, option="--grace")
     check_names(user, collection)
     quiet_logging()
     async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
         r = await conn.request("trace-admin", TraceAdminRequest(operation="prune", user=user, collection=collection,
-                                                                older_than_seconds=seconds, dry_run=dry_run))
-    verb = "Would delete" if dry_run else "Deleted"
-    out(f"{verb} {len(r.traces)} trace(s), {r.triples} triple(s), {r.documents} answer document(s).")
+                                                                older_than_seconds=older_than, dry_run=dry_run,
+                                                                grace_seconds=grace))
+    _report(r, dry_run)

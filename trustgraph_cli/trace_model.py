@@ -34,6 +34,9 @@ from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 __all__ = ["TraceIndex", "build_trace", "trace_type", "trace_status", "final_stage_uris", "term_json",
            "QUESTION_TYPES"]
 
+#: How deep sub-traces of sub-traces are built (a stored trace may nest, or loop, without end).
+MAX_SUBTRACE_DEPTH = 16
+
 QUESTION_TYPES = {ns.TG_GRAPH_RAG_QUESTION: "graphrag", ns.TG_DOC_RAG_QUESTION: "docrag",
                   ns.TG_AGENT_QUESTION: "agent"}
 TYPE_NAMES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
@@ -93,10 +96,15 @@ class TraceIndex:
 
 
 def _natural(uri: str) -> tuple:
-    """Sort ``.../i2`` before ``.../i10`` and ``...:edge:...:2`` before ``:10``."""
+    """Sort ``.../i2`` before ``.../i10`` and ``...:edge:...:2`` before ``:10``.
+
+    Digit runs compare by length, then by text (no ``int()``: a run of any length, in any
+    script, sorts without error); the other parts compare as text.
+    """
     import re
 
-    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", uri))
+    parts = re.split(r"(\d+)", uri)
+    return tuple((len(x.lstrip("0")), x.lstrip("0")) if i % 2 else ("", x) for i, x in enumerate(parts))
 
 
 def trace_type(index: TraceIndex, uri: str) -> str | None:
@@ -114,12 +122,14 @@ def _error(index: TraceIndex, stages: list[str]) -> dict | None:
 
 
 def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str] | None = None,
-                answers: Mapping[str, str] | None = None, chains: Mapping[str, list] | None = None) -> dict:
+                answers: Mapping[str, str] | None = None, chains: Mapping[str, list] | None = None,
+                _within: frozenset = frozenset()) -> dict:
     """The structured trace rooted at Question ``uri``.
 
     :param labels: IRI → ``rdfs:label`` for knowledge-graph terms (edge labels).
     :param answers: librarian document id → answer text.
     :param chains: canonical edge/chunk key → list of chains (lists of ``{uri, type, label}``).
+    :param _within: the Questions this one is a sub-trace of (a stored cycle of sub-traces ends there).
     """
     index = triples if isinstance(triples, TraceIndex) else TraceIndex(triples)
     labels, answers, chains = labels or {}, answers or {}, chains or {}
@@ -136,7 +146,7 @@ def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str
     elif kind == "docrag":
         out.update(_docrag(index, uri, answers, chains))
     else:
-        out.update(_agent(index, uri, labels, answers, chains))
+        out.update(_agent(index, uri, labels, answers, chains, _within | {uri}))
     out["status"] = trace_status(out)
     return out
 
@@ -226,7 +236,7 @@ def _docrag(index: TraceIndex, q: str, answers, chains) -> dict:
     return out
 
 
-def _agent(index: TraceIndex, q: str, labels, answers, chains) -> dict:
+def _agent(index: TraceIndex, q: str, labels, answers, chains, within: frozenset) -> dict:
     analyses, conclusion, node, seen = [], None, q, set()
     while node and node not in seen:
         seen.add(node)
@@ -237,10 +247,11 @@ def _agent(index: TraceIndex, q: str, labels, answers, chains) -> dict:
                 args = index.text(child, ns.TG_ARGUMENTS)
                 try:
                     parsed = json.loads(args) if args else {}
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                     parsed = args
-                subs = [build_trace(index, s, labels=labels, answers=answers, chains=chains)
-                        for s in index.derived(child) if trace_type(index, s)]
+                subs = [build_trace(index, s, labels=labels, answers=answers, chains=chains, _within=within)
+                        for s in index.derived(child) if trace_type(index, s) and s not in within
+                        and len(within) < MAX_SUBTRACE_DEPTH]
                 analyses.append({"uri": child, "thought": index.text(child, ns.TG_THOUGHT),
                                  "action": index.text(child, ns.TG_ACTION), "arguments": parsed,
                                  "observation": index.text(child, ns.TG_OBSERVATION),

@@ -147,6 +147,29 @@ def test_load_of_malformed_turtle(deployment, bad_files):
 
 # ------------------------------------------------------------------ servers down, silent, Ctrl-C
 
+@pytest.mark.parametrize("command, contains", [
+    pytest.param(["tg-prune-explain-traces", "--older-than", "99999999999999999999w"], "at most 100 years", id="huge"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "999999d"], "at most 100 years", id="date-range"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "1e400d"], "use a number and a unit", id="exponent"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "9" * 10_000 + "s"], "use a number and a unit",
+                 id="10k-digits"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "x" * 10_000], "use a number and a unit", id="10k-junk"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "0s"], "must be positive", id="zero"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "30d", "--grace", "-1h"], "--grace", id="grace"),
+    pytest.param(["tg-prune-explain-traces", "--older-than", "30d", "--grace", "9" * 25 + "w"], "at most 100 years",
+                 id="grace-huge"),
+    pytest.param(["tg-delete-explain-trace", "urn:trustgraph:question:x", "--grace", "1e999h"], "--grace",
+                 id="delete-grace"),
+])
+def test_absurd_durations_are_a_one_line_usage_error(command, contains, tmp_path):
+    """Durations are checked before anything starts; an error quotes at most 40 characters of what was given."""
+    env = base_env({"TG_HOME": str(tmp_path)})
+    r = run_cli(command[0], *command[1:], env=env, timeout=60)
+    assert_clean_failure(r, EXIT_USAGE, contains=contains)
+    assert len(r.stderr_lines[0]) < 200, r.explain()
+    assert not (tmp_path / "triples").exists()  # nothing started, nothing stored
+
+
 @pytest.mark.parametrize("command", [
     ["tg-list-explain-traces"],
     ["tg-invoke-graph-rag", "-x", "-q", "Who discovered radium?"],

@@ -588,6 +588,23 @@ def test_question_without_start_time_is_listed_as_newest(store, user):
     assert (first.uri, first.time, first.question) == ("urn:trustgraph:question:untimed", "", "")
 
 
+def test_only_questions_typed_in_the_retrieval_graph_are_traces(store, user):
+    """A knowledge or TriG load that types a Question outside urn:graph:retrieval creates no trace, and removing
+    it removes none."""
+    q = "urn:trustgraph:question:loaded"
+    for graph in ("", SOURCE, "urn:graph:other"):
+        store.insert(user, "c", question_triples(q, "Loaded, not asked", "2000-01-01T00:00:00Z", graph=graph))
+    # nor is a Question whose URI no trace service makes (a trace's nodes are found by its URI scheme)
+    store.insert(user, "c", question_triples("urn:x:question", "Made up", "2000-01-01T00:00:00Z"))
+    assert store.list_traces(user, "c").traces == [] and store.get_trace(user, "c", q) is None
+    # the same Question asked for real is a trace; deleting the knowledge copy of its type leaves it listed
+    store.insert(user, "c", question_triples(q, "Asked", "2024-01-01T00:00:00Z"))
+    assert [t.question for t in store.list_traces(user, "c").traces] == ["Asked"]
+    store.delete(user, "c", [Triple(iri(q), iri(ns.RDF_TYPE), iri(ns.TG_GRAPH_RAG_QUESTION), g)
+                             for g in ("", SOURCE, "urn:graph:other")])
+    assert store.get_trace(user, "c", q) is not None
+
+
 # ---------------------------------------------------------------- trace claims
 
 def _another(store):

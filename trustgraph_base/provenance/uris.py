@@ -144,3 +144,42 @@ def entity_uri(label: str) -> str:
     if slug == "x" or not re.fullmatch(r"[0-9a-z\-]+", slug):
         slug = quote(label.casefold(), safe="")
     return f"http://trustgraph.ai/e/{slug}"
+
+
+# ---------------------------------------------------------------- which trace a URI belongs to
+_SESSION = r"[A-Za-z0-9._\-]+"
+_TRACE_NODE = re.compile(
+    rf"urn:trustgraph:(?:question:(?P<q>{_SESSION})"
+    rf"|prov:(?:exploration|focus|synthesis|error):(?P<stage>{_SESSION})"
+    rf"|prov:edge:(?P<edge>{_SESSION}):[0-9]+"
+    rf"|answer:(?P<answer>{_SESSION})"
+    rf"|(?P<kind>docrag|agent):(?P<sid>{_SESSION})(?:/.*)?)\Z", re.DOTALL)
+
+
+def trace_root_of(uri: str) -> str:
+    """The Question URI of the trace whose URI scheme ``uri`` follows (itself for a Question), or ``""``.
+
+    Every stage, edge selection and answer of a trace is named after its session
+    (``urn:trustgraph:prov:focus:{uuid}`` belongs to ``urn:trustgraph:question:{uuid}``,
+    ``urn:trustgraph:agent:{sid}/i2`` to ``urn:trustgraph:agent:{sid}``), so a URI says which
+    trace may own it; retention uses this to keep one trace's deletion out of another's nodes.
+    """
+    m = _TRACE_NODE.match(uri) if isinstance(uri, str) else None
+    if m is None:
+        return ""
+    session = m.group("q") or m.group("stage") or m.group("edge") or m.group("answer")
+    if session:
+        return question_uri(session)
+    return f"urn:trustgraph:{m.group('kind')}:{m.group('sid')}"
+
+
+def answer_uri_of(question: str) -> str:
+    """The librarian id the answer of Question ``question`` is stored under, or ``""`` for a URI of no scheme."""
+    if trace_root_of(question) != question:
+        return ""
+    kind, _, session = question.removeprefix("urn:trustgraph:").partition(":")
+    if kind == "question":
+        return answer_document_uri(session)
+    if kind == "docrag":
+        return docrag_answer_uri(session)
+    return f"{question}/answer"

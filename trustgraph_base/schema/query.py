@@ -169,7 +169,11 @@ class TraceClaimResponse:
 @dataclass
 class TraceAdminRequest:
     """Retention of stored traces: ``delete`` one trace (``uri``), or ``prune`` every trace of a
-    user and collection older than ``older_than_seconds``.  ``dry_run`` only reports."""
+    user and collection older than ``older_than_seconds``.  ``dry_run`` only reports.
+
+    A trace that has not reached its final stage yet and started less than ``grace_seconds``
+    ago is still being written: ``delete`` refuses it, ``prune`` skips it (``skipped``).
+    """
 
     operation: str = ""
     user: str = "trustgraph"
@@ -177,11 +181,17 @@ class TraceAdminRequest:
     uri: str = ""
     older_than_seconds: float = 0.0
     dry_run: bool = False
+    grace_seconds: float = 3600.0
 
 
 @dataclass
 class TraceAdminResponse:
+    """What was (or, with ``dry_run``, would be) deleted; ``skipped``: traces left alone as still being
+    written; ``skipped_documents``: documents a trace points at that are not its own answers, left alone."""
+
     error: Error | None = None
     traces: list[str] = field(default_factory=list)
     triples: int = 0
     documents: int = 0
+    skipped: int = 0
+    skipped_documents: int = 0

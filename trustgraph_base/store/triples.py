@@ -16,8 +16,11 @@ identically and pass one conformance suite:
   raise :class:`~trustgraph_base.store.errors.InvalidQuery` with the validator's message.
 * **Graph selection**: ``None`` = all graphs, ``""`` = the default graph, an IRI = that graph.
 * **Trace index feeding**: :func:`extract_traces` finds the Questions of a batch
-  (``?q rdf:type`` GraphRAG/DocRAG/Agent question) with their query text, start time and
-  parent, so listing traces is a read of an index, never a scan of ``tg:query`` triples.
+  (``?q rdf:type`` GraphRAG/DocRAG/Agent question **in** ``urn:graph:retrieval``, ``?q`` a Question
+  URI of the trace URI scheme, :func:`~trustgraph_base.provenance.uris.trace_root_of`) with their
+  query text, start time and parent, so listing traces is a read of an index, never a scan of
+  ``tg:query`` triples.  A Question typed in any other graph (a knowledge or TriG load) is
+  not a trace, and deleting such a triple leaves the index alone.
 * **Trace claims**: :meth:`TriplesStore.claim_trace` stores a Question only if the index does not hold
   its URI yet, atomically (SQLite: one write transaction; Cassandra: a lightweight transaction on
   the index row), so a client-chosen Question URI (an agent's session id) names one run.
@@ -42,6 +45,7 @@ from threading import Lock
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
 from ..provenance import namespaces as ns
+from ..provenance.uris import trace_root_of
 from ..rdf.terms import MAX_TRIPLE_DEPTH, TermError, parse_term, serialize_term, validate_iri, validate_term
 from ..schema.primitives import IRI, TRIPLE, Term, Triple
 from ..schema.query import TriplePattern, TraceSummary
@@ -395,9 +399,10 @@ def term_from_key(key: str) -> Term:
 # ---------------------------------------------------------------- trace index
 
 def question_type_of(quad: QuadKey) -> str:
-    """The trace type (``graphrag``/``docrag``/``agent``) if ``quad`` is ``?q rdf:type <Question class>``, else ``""``."""
-    s, p, o, _ = quad
-    if p != _RDF_TYPE_KEY or s[0] != "<" or s.startswith("<<("):
+    """The trace type (``graphrag``/``docrag``/``agent``) if ``quad`` is ``?q rdf:type <Question class>``
+    in ``urn:graph:retrieval``, else ``""``."""
+    s, p, o, g = quad
+    if p != _RDF_TYPE_KEY or g != ns.GRAPH_RETRIEVAL or s[0] != "<" or s.startswith("<<("):
         return ""
     return _TRACE_TYPE_BY_KEY.get(o, "")
 
@@ -423,23 +428,25 @@ def timestamp_micros(text: str) -> int | None:
 
 
 def extract_traces(quads: Sequence[QuadKey], now: datetime | None = None) -> list[IndexedTrace]:
-    """The Questions typed in ``quads`` with their query text, start time and parent (from the same batch).
+    """The Questions (URIs of the trace scheme) typed in ``urn:graph:retrieval`` in ``quads``, with their query
+    text, start time and parent (from the same batch, same graph).
 
     A Question without a parseable ``prov:startedAtTime`` is indexed at ``now`` (insert time),
     so it still lists, as the newest.
     """
     questions: dict[str, str] = {}
-    types = _TRACE_TYPE_BY_KEY
-    for s, p, o, _ in quads:
-        if p == _RDF_TYPE_KEY and o in types and s[0] == "<" and not s.startswith("<<("):
+    types, retrieval = _TRACE_TYPE_BY_KEY, ns.GRAPH_RETRIEVAL
+    for s, p, o, g in quads:
+        if p == _RDF_TYPE_KEY and o in types and g == retrieval and s[0] == "<" and not s.startswith("<<(") \
+                and trace_root_of(s[1:-1]) == s[1:-1]:
             questions.setdefault(s, types[o])
     if not questions:
         return []
     text: dict[str, str] = {}
     started: dict[str, str] = {}
     parent: dict[str, str] = {}
-    for s, p, o, _ in quads:
-        if s not in questions:
+    for s, p, o, g in quads:
+        if s not in questions or g != retrieval:
             continue
         if p == _QUERY_KEY and o.startswith('"'):
             text.setdefault(s, term_from_key(o).value)

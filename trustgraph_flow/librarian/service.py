@@ -6,9 +6,11 @@ to decode before anything is stored, so a bad file is refused whole), ``add-chil
 (content in bounded pieces, at least one reply even for an empty document),
 ``list-documents``, ``list-children``, ``process-document`` (starts the ingestion pipeline),
 ``remove-document`` (with children, extraction provenance, derived knowledge and vectors; see
-:mod:`.removal`).  Answers of the RAG services are stored here as ``document_type="answer"``;
-they arrive on the ``answer-store`` flow queue (:class:`StoredAnswer`), each with the explain
-stage that points at it, which is passed on to the triple store once the answer is stored.
+:mod:`.removal`; a request that names a ``document_type`` removes only a document of that type).
+Answers of the RAG services are stored here as ``document_type="answer"``; they arrive on the
+``answer-store`` flow queue (:class:`StoredAnswer`), each with the explain stage that points at
+it, which is recorded in the answer's metadata (:mod:`trustgraph_base.provenance.answers`) and
+passed on to the triple store once the answer is stored.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import logging
 
 from trustgraph_base.processor import Processor, launch
+from trustgraph_base.provenance.answers import answer_marker
 from trustgraph_base.schema import (
     DocumentRef, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer, Triples,
 )
@@ -68,6 +71,8 @@ class LibrarianService(StoreBackedProcessor, Processor):
         meta = msg.metadata
         if meta is None or not meta.id or meta.document_type != ANSWER:
             raise ValueError("the answer-store queue takes answers: metadata with an id and document_type 'answer'")
+        if msg.explain_id:
+            meta.metadata = [*meta.metadata, *answer_marker(meta.id, msg.explain_id)]
         try:
             await asyncio.to_thread(self.store.add_document, msg.user, msg.collection, meta, msg.content)
         except DocumentExists as e:  # another answer under this id: retrying cannot help, dead-letter it
@@ -140,6 +145,9 @@ class LibrarianService(StoreBackedProcessor, Processor):
     async def _remove(self, req, ctx) -> None:
         # NotFound first
         meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.collection, req.document_id)
+        if req.document_type and meta.document_type != req.document_type:
+            raise ValueError(f"document {req.document_id[:200]!r} is a {meta.document_type} document, not "
+                             f"{req.document_type[:40]!r}: not removed")
         if meta.document_type != SOURCE:
             removed = await asyncio.to_thread(self.store.remove_document, req.user, req.collection,
                                               req.document_id, True)
