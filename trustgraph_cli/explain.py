@@ -306,7 +306,25 @@ def parse_duration(text: str, *, allow_zero: bool = False, option: str | None = 
     return value
 
 
-_GRACE = click.option("--grace", default="1h", show_default=True,
+class Duration(click.ParamType):
+    """A duration option (:func:`parse_duration`), checked while the command line is parsed, so a bad
+    value is a one-line usage error like any other."""
+
+    name = "duration"
+
+    def __init__(self, allow_zero: bool = False):
+        self.allow_zero = allow_zero
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value, allow_zero=self.allow_zero)
+        except click.BadParameter as e:
+            self.fail(e.message, param, ctx)
+
+
+_GRACE = click.option("--grace", type=Duration(allow_zero=True), default="1h", show_default=True,
                       help="a trace without its final stage that started less than this ago is still being "
                            "written: left alone (0s: no grace)")
 
@@ -320,7 +338,7 @@ def _report(r, dry_run: bool) -> None:
         out(f"Left {r.skipped_documents} document(s) alone: a trace points at them, but they are not its answers.")
 
 
-@click.command("tg-delete-explain-trace")
+@click.command("tg-delete-explain-trace", cls=TgCommand)
 @click.argument("uri")
 @click.option("--dry-run", is_flag=True, help="report what would be deleted")
 @_GRACE
@@ -330,7 +348,6 @@ async def delete_trace(uri, dry_run, grace, user, collection, target):
     """Delete one trace whole (all stages, edge selections, sub-traces, its stored answers) and nothing else."""
     from trustgraph_base.schema import TraceAdminRequest
 
-    grace = parse_duration(grace, allow_zero=True, option="--grace")
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
@@ -340,8 +357,8 @@ async def delete_trace(uri, dry_run, grace, user, collection, target):
     _report(r, dry_run)
 
 
-@click.command("tg-prune-explain-traces")
-@click.option("--older-than", "older_than", required=True, help="e.g. 30d, 12h, 90m")
+@click.command("tg-prune-explain-traces", cls=TgCommand)
+@click.option("--older-than", "older_than", type=Duration(), required=True, help="e.g. 30d, 12h, 90m")
 @click.option("--dry-run", is_flag=True, help="report what would be deleted")
 @_GRACE
 @connection_options
@@ -350,8 +367,6 @@ async def prune_traces(older_than, dry_run, grace, user, collection, target):
     """Delete every trace of a user and collection that started before now minus a duration."""
     from trustgraph_base.schema import TraceAdminRequest
 
-    older_than = parse_duration(older_than, option="--older-than")
-    grace = parse_duration(grace, allow_zero=True, option="--grace")
     check_names(user, collection)
     quiet_logging()
     async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
