@@ -258,11 +258,13 @@ def _discard_output() -> None:
 
 
 def _raised_by_output(e: BaseException) -> bool:
-    """Whether ``e`` was raised while writing the command's output (by :func:`out` or :func:`end_line`)."""
+    """Whether ``e`` was raised while writing the command's output: by :func:`out` or :func:`end_line`, or
+    by a rich console printing a table."""
     own = {out.__code__, end_line.__code__}
     tb = e.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code in own:
+        frame = tb.tb_frame
+        if frame.f_code in own or frame.f_globals.get("__name__", "").startswith("rich."):
             return True
         tb = tb.tb_next
     return False
