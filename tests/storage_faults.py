@@ -24,7 +24,7 @@ import pytest
 #: Environment variable naming the directory whose SQLite files may not grow (subprocess fault).
 FULL_ENV = "TG_TEST_SQLITE_FULL_UNDER"
 
-SQLITE_FULL_SITECUSTOMIZE = f'''"""Injected fault: SQLite files under ${FULL_ENV} may not grow (PRAGMA max_page_count)."""
+SQLITE_FULL_SITECUSTOMIZE = f'''"""Injected fault: SQLite files under ${FULL_ENV} may not grow (max_page_count)."""
 import os
 import sqlite3
 
