@@ -249,3 +249,30 @@ def test_one_ctrl_c_stops_a_load(tmp_path, delay):
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert err.splitlines()[-1] == "Error: interrupted", err[-2000:]
     assert "Traceback" not in err and out == "", (out, err[-2000:])
+
+
+# ------------------------------------------------------------------ a service on an unusable data directory
+
+SERVICE_BUSES = [
+    pytest.param("memory", id="embedded"),
+    pytest.param("pulsar", marks=pytest.mark.integration, id="distributed"),
+]
+
+
+@pytest.mark.parametrize("bus", SERVICE_BUSES)
+@pytest.mark.parametrize("service", ["triples-write", "librarian", "graph-embeddings-query"])
+def test_a_service_refuses_to_start_on_an_unusable_data_directory(request, bus, service, tmp_path):
+    data = tmp_path / "data"
+    data.write_text("")
+    argv = [script(service), "--pubsub", bus, "--store", "sqlite", "--data-dir", str(data)]
+    if bus == "pulsar":
+        pulsar = request.getfixturevalue("pulsar_service")
+        argv += ["--pulsar-url", pulsar.url, "--pulsar-admin-url", pulsar.admin_url]
+    try:  # a hang check: a service that does not refuse to start runs until killed
+        done = subprocess.run(argv, capture_output=True, text=True, env=base_env(), timeout=60)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"{service} started on {data} (a file) instead of refusing: {e.stderr}") from None
+    assert done.returncode == EXIT_FAILED, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].endswith(f"cannot start: cannot use {data} as data directory: not a directory"), done.stderr
