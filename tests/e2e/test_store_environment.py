@@ -91,9 +91,20 @@ def test_a_store_that_cannot_exist_is_not_an_empty_store(tmp_path):
 
 # ------------------------------------------------------------------ a disk that fills up
 
+def _user_files(embedded_deployment) -> list[Path]:
+    """The embedded deployment's files of its own user (the sample corpus loaded), not other tests' users."""
+    from trustgraph_base.store.names import storage_name
+
+    home = Path(embedded_deployment.env["TG_HOME"])
+    return sorted(home.glob(f"*/{storage_name('tg', embedded_deployment.user)}*"))
+
+
 def _loaded_home(embedded_deployment, target: Path) -> Path:
-    """A copy of the embedded deployment's data directory (the sample corpus loaded) at ``target``."""
-    shutil.copytree(embedded_deployment.env["TG_HOME"], target)
+    """A copy of the embedded deployment user's data at ``target`` (a data directory of its own)."""
+    home = Path(embedded_deployment.env["TG_HOME"])
+    for f in _user_files(embedded_deployment):
+        (target / f.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target / f.relative_to(home))
     return target
 
 
@@ -143,7 +154,8 @@ def test_a_query_on_a_store_that_cannot_grow_fails_with_no_space(embedded_deploy
 
 def test_a_query_on_a_full_disk_fails_with_no_space(embedded_deployment, tmp_path):
     """A real tmpfs, filled to the last byte after the corpus was copied onto it."""
-    with tmpfs(tmp_path / "small", "64m") as small:
+    size = sum(f.stat().st_size for f in _user_files(embedded_deployment)) + (16 << 20)
+    with tmpfs(tmp_path / "small", f"{size >> 20}m") as small:
         home = _loaded_home(embedded_deployment, small / "home")
         filler = fill(small)
         r, env = _ask_until_full(home, embedded_deployment.user, {})
