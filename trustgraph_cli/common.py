@@ -1,7 +1,8 @@
 """What every tg-* command shares: connection options, output, running async code, clean failures.
 
 Failures print one line on stderr (``Error: ...``) and exit non-zero, never a traceback: 1 for
-a failed operation (service error, not found), 2 for bad usage or bad input, 3 when a server
+a failed operation (service error, not found, a data directory or disk that cannot be used, a
+local file or the output that cannot be written), 2 for bad usage or bad input, 3 when a server
 cannot be reached or does not answer, 130 on Ctrl-C.  ``TG_DEBUG=1`` shows the traceback.
 Whatever was already printed on stdout stays as it was, ending with a complete line.
 """
@@ -14,6 +15,7 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,7 +221,7 @@ def run_async(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
         debug = os.environ.get("TG_DEBUG") == "1"
         code = 0
         try:
-            asyncio.run(coro_fn(*args, **kwargs))
+            asyncio.run(_interruptible(coro_fn(*args, **kwargs)))
         except click.ClickException as e:
             e.show()
             code = e.exit_code
@@ -229,11 +231,7 @@ def run_async(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
             code = EXIT_INTERRUPTED
         except BrokenPipeError:
             # stdout closed early (``| head``): exit quietly, as command-line tools do.
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-            except OSError:
-                pass
+            _discard_output()
             code = EXIT_FAILED
         except Exception as e:  # noqa: BLE001 - the promise is: one line, no traceback
             code = exit_code_for(e)
@@ -241,6 +239,42 @@ def run_async(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
         _exit(code)
 
     return wrapper
+
+
+async def _interruptible(body: Awaitable[Any]) -> Any:
+    """Await ``body``; Ctrl-C cancels it (again on each Ctrl-C) and the command ends as interrupted.
+
+    ``asyncio.run`` handles Ctrl-C by cancelling the task once and reports an interruption only if
+    that cancellation comes back out: a body that swallowed it, even by accident, carried on and
+    exited 0.  Here the interruption is remembered, so it is reported however the body ends.  A
+    command started with Ctrl-C ignored (in the background of a shell) keeps ignoring it.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return await body
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def on_interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread: asyncio.run's handling
+        return await body
+    try:
+        result = await body
+    except BaseException:
+        if interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if interrupted:
+        raise KeyboardInterrupt
+    return result
 
 
 def _exit(code: int) -> None:
@@ -262,11 +296,15 @@ def exit_code_for(e: BaseException) -> int:
     """The exit code of a failure (see the module docstring)."""
     from trustgraph_base.processor import RequestTimeout, ServiceError
     from trustgraph_base.pubsub import BackendError, BackendUnavailable
-    from trustgraph_base.store.errors import NotFound, StoreError, StoreUnavailable
+    from trustgraph_base.store.errors import NotFound, StoreEnvironmentError, StoreError, StoreUnavailable
 
+    if isinstance(e, StoreEnvironmentError):  # the data directory or its disk, not a server
+        return EXIT_FAILED
     if isinstance(e, (BackendUnavailable, StoreUnavailable, RequestTimeout, BackendError, ConnectionError,
-                      OSError)):
+                      TimeoutError)):
         return EXIT_UNREACHABLE
+    if isinstance(e, OSError):  # a local file or the output (stdout on a full disk) failed, not a server
+        return EXIT_FAILED
     if isinstance(e, ServiceError):
         return EXIT_USAGE if e.error_type in ("invalid-request", "bad-request") else EXIT_FAILED
     if isinstance(e, (NotFound, LookupError)):
@@ -293,12 +331,47 @@ def _first_line(message: str) -> str:
 
 
 def _report(e: BaseException, debug: bool) -> None:
-    end_line()
+    writing_output = isinstance(e, OSError) and _raised_by_output(e)
+    if not writing_output:
+        end_line()
     if debug:
         import traceback
 
         traceback.print_exception(e)
-    click.echo(f"Error: {_first_line(str(e)) or type(e).__name__}", err=True)
+    message = _os_error_message(e, writing_output) if isinstance(e, OSError) else _first_line(str(e))
+    click.echo(f"Error: {message or type(e).__name__}", err=True)
+    if writing_output:
+        _discard_output()
+
+
+def _discard_output() -> None:
+    """Point stdout at /dev/null: output that could not be written is not tried again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def _raised_by_output(e: BaseException) -> bool:
+    """Whether ``e`` was raised while writing the command's output: by :func:`out` or :func:`end_line`, or
+    by a rich console printing a table."""
+    own = {out.__code__, end_line.__code__}
+    tb = e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code in own or frame.f_globals.get("__name__", "").startswith("rich."):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _os_error_message(e: OSError, writing_output: bool) -> str:
+    """One line for an ``OSError``: what could not be done, and the system's reason."""
+    reason = (e.strerror or _first_line(str(e))).lower()
+    if writing_output:
+        return f"cannot write the output: {reason}"
+    return f"{e.filename}: {reason}" if e.filename else reason
 
 
 def quiet_logging() -> None:

@@ -2,8 +2,12 @@
 
 Embedded (the default) starts just the processors the command needs on the in-process bus
 over the SQLite stores in ``$TG_HOME``, and on exit waits until everything they were asked
-to store is stored.  With ``--pulsar-url`` (or env ``PULSAR_URL``) the command talks to
-running services over Apache Pulsar: the broker's address is probed first, so an unreachable
+to store is stored.  A data directory that cannot be used, or stops being usable while the
+command runs (the disk fills up), fails the command with that store error, whatever the
+command was waiting for (see ``trustgraph_flow.embedded``).
+
+With ``--pulsar-url`` (or env ``PULSAR_URL``) the command talks to running services over
+Apache Pulsar: the broker's address is probed first, so an unreachable
 broker is reported at once; the Pulsar client's own log goes nowhere (``TG_DEBUG=1``: to
 stderr), so it can never mix with a command's output; ``PULSAR_LISTENER_NAME`` selects an
 advertised listener (``external`` for the docker-compose broker seen from the host).
@@ -27,12 +31,16 @@ PROBE_SECONDS = 3.0
 CONNECT_SECONDS = 5.0
 #: After Ctrl-C or a failure (embedded): how long the writers may take to store what was already sent.
 INTERRUPT_GRACE_SECONDS = 2.0
+#: Seconds a processor stopped at once may take to finish its handlers before they are cancelled.
+STOP_AT_ONCE_SECONDS = 0.2
 #: Set once this process created a Pulsar client or started the embedded stack (whose ONNX
 #: embedder runs native threads): the command then ends with ``os._exit``, see
 #: :func:`trustgraph_cli.common._exit`.
 native_runtime_started = False
-#: Embedded processors that persist what they receive (the rest are stopped at once on Ctrl-C).
-WRITERS = frozenset({"triples-write", "librarian", "graph-embeddings-write", "document-embeddings-write"})
+#: Embedded processors that persist what they receive, and the embedder the vector writers call
+#: (the rest are stopped at once on Ctrl-C).
+WRITERS = frozenset({"triples-write", "librarian", "graph-embeddings-write", "document-embeddings-write",
+                     "embeddings"})
 
 
 class Connection:
@@ -56,6 +64,9 @@ class Connection:
         self.backend = None
         self._attached = None
         self._clients: dict[str, RequestResponseClient] = {}
+        self._task: asyncio.Task | None = None  # runs the command's body while the connection is open
+        self._unwatch = None
+        self._cancelled_on_failure = False
 
     @classmethod
     def attach(cls, stack, timeout: float = 120.0) -> "Connection":
@@ -82,7 +93,22 @@ class Connection:
             native_runtime_started = True
             self.stack = await start_embedded(self.home, only=self.needs, flow=self.flow)
             self.backend = self.stack.backend
+        self._watch(self.stack or self._attached)
         return self
+
+    def _watch(self, stack) -> None:
+        """Fail the command's body at once when ``stack`` fails (embedded): cancel the task running it,
+        and :meth:`__aexit__` raises the stack's failure instead of the cancellation."""
+        if stack is None or not hasattr(stack, "watch"):
+            return
+        self._task = asyncio.current_task()
+
+        def failed(_failure: BaseException) -> None:
+            if self._task is not None and not self._task.done():
+                self._cancelled_on_failure = True
+                self._task.cancel()
+
+        self._unwatch = stack.watch(failed)
 
     async def client(self, service: str) -> RequestResponseClient:
         """A started client of ``service`` (cached for the connection's life)."""
@@ -110,37 +136,49 @@ class Connection:
             await stack.wait_idle()
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
+        if self._unwatch is not None:
+            self._unwatch()  # from here on a failure is raised by wait_idle
+        if self._cancelled_on_failure:
+            self._task.uncancel()
+        stack = self.stack or self._attached
         for c in self._clients.values():
             try:
                 await c.stop()
             except Exception:  # noqa: BLE001 - closing on the way out
                 pass
-        if self._attached is not None:
-            return  # the stack belongs to the caller
         if self.stack is not None:
-            if exc_type is None:
-                await self.stack.wait_idle()
+            if exc_type is None and self.stack.failure is None:
+                try:
+                    await self.stack.wait_idle()
+                except BaseException:
+                    await _stop_soon(self.stack)
+                    raise
                 await self.stack.stop()
             else:
                 await _stop_soon(self.stack)
-        elif self.backend is not None:
+        elif self._attached is None and self.backend is not None:
             await self.backend.close()
+        failure = getattr(stack, "failure", None)
+        if failure is not None and (self._cancelled_on_failure or exc_type is None or issubclass(exc_type, Exception)):
+            raise failure from None  # what the command was waiting for cannot come: the store failed
 
 
 async def _stop_soon(stack) -> None:
     """Interrupted or failed: cancel the work at once, let the writers store what was already sent
-    (at most :data:`INTERRUPT_GRACE_SECONDS`), then stop everything."""
+    (at most :data:`INTERRUPT_GRACE_SECONDS`; none after a store failure, which halted them), then
+    stop everything: a writer still waiting for a reply (from a service stopped above) is cancelled."""
     loop = asyncio.get_running_loop()
     others = [p for p in stack.processors if p.id not in WRITERS]
     writers = [p for p in stack.processors if p.id in WRITERS]
-    await asyncio.gather(*(p.stop(timeout=0.2) for p in others), return_exceptions=True)
+    await asyncio.gather(*(p.stop(timeout=STOP_AT_ONCE_SECONDS) for p in others), return_exceptions=True)
     pending = getattr(stack.backend, "pending", lambda: 0)
-    deadline = loop.time() + INTERRUPT_GRACE_SECONDS
+    deadline = loop.time() + (0.0 if stack.failure is not None else INTERRUPT_GRACE_SECONDS)
     try:
         while (any(p.in_flight for p in writers) or pending() > 0) and loop.time() < deadline:
             await asyncio.sleep(0.02)
     except BaseException:  # noqa: BLE001 - interrupted again: stop now
         pass
+    await asyncio.gather(*(p.stop(timeout=STOP_AT_ONCE_SECONDS) for p in writers), return_exceptions=True)
     await stack.stop()
 
 

@@ -4,6 +4,14 @@ The CLI runs this when no ``--pulsar-url`` is given; tests and benchmarks use it
 stores are opened once and shared by the processors that need them (one SQLite file per
 user and kind under ``$TG_HOME``).  The same processors, unchanged, run as separate
 processes over Pulsar in the distributed set-up.
+
+A data directory that cannot be used (not a directory, read-only, no permission) stops the
+stack from starting.  One that fails later (the disk fills up) fails the stack: on the
+in-process bus a message lives only in memory, so retrying it until the machine is fixed would
+make the command wait for ever.  The first processor to meet such a failure records it
+(:attr:`EmbeddedStack.failure`), every processor stops taking messages (nothing written after
+the failed write, so a trace stays a prefix of its stages), and :meth:`EmbeddedStack.wait_idle`
+and the stack's watchers (:meth:`EmbeddedStack.watch`, the CLI's connection) raise it.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trustgraph_base.processor import Processor
 from trustgraph_base.pubsub import open_backend
@@ -35,6 +43,24 @@ class EmbeddedStack:
     processors: list[Processor] = field(default_factory=list)
     stores: list[Any] = field(default_factory=list)
     flow: str = "default"
+    #: The first environment failure a processor met (in-process bus only): the stack halted on it.
+    failure: BaseException | None = None
+    _watchers: list[Callable[[BaseException], None]] = field(default_factory=list, repr=False)
+
+    def watch(self, callback: Callable[[BaseException], None]) -> Callable[[], None]:
+        """Call ``callback(failure)`` when the stack fails; returns the function that stops watching."""
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
+
+    def fail(self, failure: BaseException) -> None:
+        """A processor met an environment failure: halt every processor, then tell the watchers (once)."""
+        if self.failure is not None:
+            return
+        self.failure = failure
+        for p in self.processors:
+            p.halt()
+        for callback in list(self._watchers):
+            callback(failure)
 
     def get(self, processor_id: str) -> Processor:
         for p in self.processors:
@@ -43,7 +69,10 @@ class EmbeddedStack:
         raise KeyError(processor_id)
 
     async def wait_idle(self, settle: float = 0.05, timeout: float = 600.0) -> None:
-        """Wait until no processor is handling a message and the bus is quiet for ``settle`` seconds."""
+        """Wait until no processor is handling a message and the bus is quiet for ``settle`` seconds.
+
+        :raises StoreEnvironmentError: the stack failed (:attr:`failure`), before or while waiting.
+        """
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -53,6 +82,8 @@ class EmbeddedStack:
         if pending is None:  # a real broker: no queue depth to read, so wait for a longer quiet period
             settle = max(settle, 1.0)
         while loop.time() < deadline:
+            if self.failure is not None:
+                raise self.failure
             busy = any(p.in_flight for p in self.processors) or (pending is not None and pending() > 0)
             now = loop.time()
             if busy:
@@ -167,6 +198,9 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
         cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
         procs.append(cls(backend=backend, flow=flow, **{**kw, **extra.get(pid, {})}))
     stack = EmbeddedStack(backend, [], list(stores.values()), flow)
+    if not backend.durable:  # on a broker the messages wait for the machine to be fixed: an outage
+        for p in procs:
+            p.on_environment_failure = stack.fail
     try:
         for p in procs:
             await p.start()

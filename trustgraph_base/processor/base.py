@@ -6,7 +6,10 @@ runs ``concurrency`` handlers per consumer; acks after success; nacks on failure
 dead-letters after ``max_redeliveries`` (at once for ``ValueError``: bad input does not get
 better by retrying), except that a failure meaning a dependency is down (store unavailable,
 bus error, time-out) is retried with a growing back-off and is not dead-lettered before
-``max_transient_redeliveries`` (an outage loses nothing); turns failures of request handlers into ``Error``
+``max_transient_redeliveries`` (an outage loses nothing); so is a store whose data directory
+or file system cannot be used (:func:`is_environment_failure`: read-only, full, not a directory),
+which is also reported to :attr:`Processor.on_environment_failure` (the embedded stack fails the
+command on it instead of retrying in memory); turns failures of request handlers into ``Error``
 replies; dead-letters undecodable payloads (logged with queue and message id) without
 stopping; and on :meth:`stop` finishes in-flight messages before closing.
 
@@ -36,7 +39,7 @@ import collections
 import functools
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..codec import CodecError, decode, encode
 from ..pubsub.base import Backend, BackendError, Message
@@ -57,10 +60,18 @@ def is_transient(e: BaseException) -> bool:
     """True when a failure says a dependency is unavailable (retry later), not that the message is bad.
 
     Store outages (``error_type == "store-unavailable"``: :class:`~trustgraph_base.store.errors.StoreUnavailable`
-    or a service's error reply saying so), bus errors and time-outs are transient.
+    or a service's error reply saying so), bus errors and time-outs are transient, and so is a store
+    whose data directory or file system cannot be used (:func:`is_environment_failure`): the message
+    is as good as ever, it waits until the machine is fixed.
     """
-    return (getattr(e, "error_type", None) == "store-unavailable"
+    return (getattr(e, "error_type", None) == "store-unavailable" or is_environment_failure(e)
             or isinstance(e, (BackendError, TimeoutError, ConnectionError)))
+
+
+def is_environment_failure(e: BaseException) -> bool:
+    """True when a store's data directory or file system cannot be used (``error_type == "store-environment"``:
+    :class:`~trustgraph_base.store.errors.StoreEnvironmentError` or a service's error reply saying so)."""
+    return getattr(e, "error_type", None) == "store-environment"
 
 
 def transient_backoff(attempt: int) -> float:
@@ -118,9 +129,14 @@ class Processor:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
+        self._halted = False
         self._stop_requested = asyncio.Event()
         self._stopped = asyncio.Event()
         self.started = False
+        #: The first environment failure a handler of this processor met (:func:`is_environment_failure`).
+        self.environment_failure: BaseException | None = None
+        #: Called with each environment failure a handler meets (the embedded stack sets it).
+        self.on_environment_failure: Callable[[BaseException], None] | None = None
 
     # ------------------------------------------------------------ declaration
     def add(self, spec: ConsumerSpec | ProducerSpec | RequestResponseSpec):
@@ -205,6 +221,16 @@ class Processor:
         self._stopped.set()
         log.info("%s stopped", self.id)
 
+    def halt(self) -> None:
+        """Take no more messages; handlers already running finish, nothing is closed (:meth:`stop` does that).
+
+        The embedded stack halts every processor once one met an environment failure, so nothing
+        that follows the failed write is stored after it.
+        """
+        self._halted = True
+        for task in list(self._receiving):
+            task.cancel()
+
     async def run(self) -> None:
         """Start, then wait until :meth:`stop` completes (from a signal handler or another task)."""
         await self.start()
@@ -221,14 +247,14 @@ class Processor:
     # ------------------------------------------------------------ message handling
     async def _work(self, spec: ConsumerSpec, consumer) -> None:
         me = asyncio.current_task()
-        while not self._stopping:
+        while not self._stopping and not self._halted:
             self._receiving.add(me)
             try:
                 msg = await consumer.receive()
             except asyncio.CancelledError:
                 return
             except BackendError as e:
-                if self._stopping:
+                if self._stopping or self._halted:
                     return
                 log.warning("%s/%s: receive failed (%s); retrying", self.id, spec.name, e)
                 await asyncio.sleep(1.0)
@@ -268,6 +294,8 @@ class Processor:
         except Exception as e:  # noqa: BLE001 - every failure is either replied to or redelivered
             HANDLER_SECONDS.labels(self.id, spec.name).observe(time.perf_counter() - t0)
             MESSAGES.labels(self.id, spec.name, "error").inc()
+            if is_environment_failure(e):
+                self._environment_failed(e)
             if spec.error_response is not None and spec.response_queue:
                 log.warning("%s/%s: request %s failed: %s", self.id, spec.name, ctx.request_id, e)
                 await self._reply_error(ctx, spec, Error(getattr(e, "error_type", f"{self.id}-error"), str(e)))
@@ -299,6 +327,14 @@ class Processor:
         HANDLER_SECONDS.labels(self.id, spec.name).observe(time.perf_counter() - t0)
         MESSAGES.labels(self.id, spec.name, "ok").inc()
         await consumer.ack(msg)
+
+    def _environment_failed(self, e: BaseException) -> None:
+        """Record an environment failure and report it to :attr:`on_environment_failure`."""
+        if self.environment_failure is None:
+            self.environment_failure = e
+            log.error("%s: %s", self.id, e)
+        if self.on_environment_failure is not None:
+            self.on_environment_failure(e)
 
     async def _client_reply_producer(self, spec: ConsumerSpec, reply_to: str):
         """The producer for a client's own reply queue (cached, least recently used closed first).

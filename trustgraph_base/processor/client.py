@@ -160,9 +160,10 @@ class RequestResponseClient:
         while True:
             left = deadline - loop.time()
             wait = min(left, self.resend_after) if self.resend_after else left
-            try:
-                return await asyncio.wait_for(queue.get(), max(wait, 0.0))
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout: Python 3.11's wait_for can drop a cancellation that meets a reply
+                async with asyncio.timeout(max(wait, 0.0)):
+                    return await queue.get()
+            except TimeoutError:
                 if wait >= left:
                     raise self._timed_out(rids, timeout) from None
             log.warning("%s: no reply to request %s after %g s, sending it again", self.service, rids[0],
@@ -207,8 +208,9 @@ class RequestResponseClient:
                     return
                 while True:
                     try:
-                        got, data = await asyncio.wait_for(queue.get(), timeout)
-                    except asyncio.TimeoutError:
+                        async with asyncio.timeout(timeout):
+                            got, data = await queue.get()
+                    except TimeoutError:
                         raise self._timed_out([rid], timeout) from None
                     if got == rid:  # replies of an abandoned attempt that were already queued
                         break

@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from ..hard_exit import hard_exit
 from ..pubsub import BackendUnavailable, open_backend
+from ..store.errors import StoreEnvironmentError
 from .base import Processor
 from .metrics import serve_metrics
 
@@ -122,7 +123,8 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
 
 def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
     """Run ``main`` and end the process: 0 after a graceful stop, 2 when the bus is unreachable,
-    1 when the service failed (its traceback logged).
+    1 when the service failed (its traceback logged) or cannot use its data directory (one line:
+    a service never starts on a directory it could not write to).
 
     The exit is :func:`hard_exit` in every case, after the processors and the backend are
     closed: once a Pulsar client has run, the interpreter's own shutdown can abort on its
@@ -135,6 +137,9 @@ def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
     except BackendUnavailable as e:
         log.error("%s", e)
         code = 2
+    except StoreEnvironmentError as e:
+        log.error("cannot start: %s", e)
+        code = 1
     except KeyboardInterrupt:
         pass
     except Exception:  # noqa: BLE001 - logged with its traceback; the exit code says it failed

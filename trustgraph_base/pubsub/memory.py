@@ -70,11 +70,11 @@ class MemoryConsumer:
         # (fair spreading, as Pulsar's dispatcher does).
         await asyncio.sleep(0)
         try:
-            if timeout is None:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation (Ctrl-C)
+            # that arrives just as a message does, and the command would carry on.
+            async with asyncio.timeout(timeout):
                 msg = await self._sub.queue.get()
-            else:
-                msg = await asyncio.wait_for(self._sub.queue.get(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ReceiveTimeout(f"no message on {self.queue} within {timeout} s") from None
         msg.handle = (self._sub.name, msg.message_id)
         self._sub.unacked[msg.message_id] = (msg, self)

@@ -107,11 +107,11 @@ class PulsarConsumer:
 
     async def receive(self, timeout: float | None = None) -> Message:
         try:
-            if timeout is None:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation (Ctrl-C)
+            # that arrives just as a message does.
+            async with asyncio.timeout(timeout):
                 m = await self._consumer.receive()
-            else:
-                m = await asyncio.wait_for(self._consumer.receive(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ReceiveTimeout(f"no message on {self.queue} within {timeout} s") from None
         except _errors() as e:
             raise BackendError(f"receive on {self.queue} failed: {e}") from e

@@ -28,3 +28,18 @@ class NotFound(StoreError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else "not found"
+
+
+class StoreEnvironmentError(StoreError):
+    """The place the data lives cannot be used: not a directory, read-only, no permission, no space left.
+
+    Neither the message's fault (dead-lettering it would lose data) nor a passing outage of a
+    remote server: it lasts until someone fixes the machine.  ``path`` names the file or
+    directory; the message is one line that says what is wrong with it.
+    """
+
+    error_type = "store-environment"
+
+    def __init__(self, message: str, path: str | None = None):
+        super().__init__(message)
+        self.path = path

@@ -9,7 +9,9 @@ it, so at-least-once delivery is unchanged.
 
 When a batch fails for a reason that is not transient (a store outage is transient: every
 message of the batch would fail alike), its items are run one by one so that a bad message is
-refused alone and its neighbours are stored.
+refused alone and its neighbours are stored.  When the store's data directory or file system
+cannot be used (full, read-only), the items still waiting fail with the batch: a smaller write
+that still fits must not be stored after one that did not (a trace is stored as a prefix).
 
 ``linger`` is how long the first item of an idle batcher waits for company, like a Kafka
 producer's ``linger.ms``: small messages that arrive within it share one write.  ``max_items``
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable, Generic, TypeVar
 
-from trustgraph_base.processor.base import is_transient
+from trustgraph_base.processor.base import is_environment_failure, is_transient
 
 T = TypeVar("T")
 
@@ -119,6 +121,8 @@ class Batcher(Generic[T]):
             raise
         except Exception as e:  # noqa: BLE001 - reported to the handlers below
             if len(batch) == 1 or is_transient(e):
+                if is_environment_failure(e):
+                    batch, self._pending, self._pending_size = batch + self._pending, [], 0
                 for _, done in batch:
                     _settle(done, e)
                 return

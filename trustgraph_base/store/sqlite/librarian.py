@@ -24,7 +24,8 @@ from ..librarian import (
     check_document_id, check_document_type, check_limit, check_part_size, check_scope, exists_message,
     metadata_from_json, metadata_to_json, prepare_metadata, rechunk, same_document, sha256_hex, split_parts,
 )
-from ..names import user_file
+from ..names import tg_home, user_file
+from .environment import check_data_dir, make_parent, store_file_exists, unavailable
 from .wal import enable_wal
 
 __all__ = ["SqliteLibrarianStore"]
@@ -60,12 +61,17 @@ class _UserDb:
     """One user's open file: a connection shared by threads under ``lock``."""
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(path)
+        self.path = path
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        enable_wal(self.conn, 30.0)
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(_SCHEMA)
+        try:
+            enable_wal(self.conn, 30.0)
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(_SCHEMA)
+        except BaseException:
+            self.conn.close()  # a file that could not be set up (full disk, read-only) leaves no connection behind
+            raise
 
     def close(self) -> None:
         with self.lock:
@@ -81,12 +87,14 @@ class SqliteLibrarianStore:
 
     :param home: data directory (default :func:`~trustgraph_base.store.names.tg_home`).
     :param part_size: bytes per stored content part (default 256 KiB).
+    :raises StoreEnvironmentError: the data directory is not a directory, or cannot be created or written.
     """
 
     backend = "sqlite"
 
     def __init__(self, home: str | Path | None = None, part_size: int = DEFAULT_PART_SIZE):
         self.home = Path(home) if home is not None else None
+        check_data_dir(self.home if self.home is not None else tg_home())
         self.part_size = check_part_size(part_size)
         self._dbs: dict[str, _UserDb] = {}
         self._lock = threading.Lock()
@@ -103,12 +111,12 @@ class SqliteLibrarianStore:
             if db is not None:
                 return db
             path = user_file("librarian", user, home=self.home)
-            if not create and not path.exists():
+            if not store_file_exists(path) and not create:
                 return None
             try:
                 db = _UserDb(path)
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"cannot open librarian file {path}: {e}") from e
+                raise unavailable(e, path, f"cannot open librarian file {path}: {e}") from e
             self._dbs[user] = db
             return db
 
@@ -188,8 +196,8 @@ class SqliteLibrarianStore:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"librarian write failed for user {user!r}, collection {collection!r}: "
-                                       f"{e}") from e
+                raise unavailable(e, db.path, f"librarian write failed for user {user!r}, collection {collection!r}: "
+                                               f"{e}") from e
         return meta
 
     def remove_document(self, user: str, collection: str, document_id: str, include_children: bool = True) -> int:
@@ -238,8 +246,8 @@ class SqliteLibrarianStore:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"librarian remove failed for user {user!r}, collection {collection!r}: "
-                                       f"{e}") from e
+                raise unavailable(e, db.path, f"librarian remove failed for user {user!r}, collection "
+                                               f"{collection!r}: {e}") from e
         return len(ids)
 
     def delete_collection(self, user: str, collection: str) -> int:
@@ -267,8 +275,8 @@ class SqliteLibrarianStore:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"librarian delete of collection {collection!r} failed for user {user!r}: "
-                                       f"{e}") from e
+                raise unavailable(e, db.path, f"librarian delete of collection {collection!r} failed for user "
+                                               f"{user!r}: {e}") from e
         return removed
 
     # ------------------------------------------------------------------ reads
@@ -288,7 +296,7 @@ class SqliteLibrarianStore:
         try:
             return db.conn.execute(sql, args)
         except sqlite3.Error as e:
-            raise StoreUnavailable(f"librarian read failed: {e}") from e
+            raise unavailable(e, db.path, f"librarian read failed: {e}") from e
 
     def get_metadata(self, user: str, collection: str, document_id: str) -> DocumentMetadata:
         """Metadata of one document.

@@ -67,6 +67,7 @@ from ..triples import (
     check_trace_query, claimed_question, encode_cursor, extract_traces, prepare_triples, question_type_of,
     term_from_key,
 )
+from .environment import check_data_dir, environment_failure, make_parent, store_file_exists
 from .wal import enable_wal
 
 __all__ = ["SqliteTriplesStore"]
@@ -195,12 +196,14 @@ class SqliteTriplesStore:
         to ``home/triples/``.
     :param busy_timeout: seconds a writer waits for another process's write lock.
     :param cache_mb: SQLite page cache per connection, in MiB.
+    :raises StoreEnvironmentError: ``home`` is not a directory, or cannot be created or written.
     """
 
     backend = "sqlite"
 
     def __init__(self, home: Path | str | None = None, *, busy_timeout: float = 30.0, cache_mb: int = 64) -> None:
         self.home = Path(home) if home is not None else tg_home()
+        check_data_dir(self.home)
         self._busy_timeout = float(busy_timeout)
         self._cache_kib = int(cache_mb) * 1024
         self._local = threading.local()
@@ -219,6 +222,15 @@ class SqliteTriplesStore:
 
     def _open(self, path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout)
+        try:
+            self._prepare(conn, path)
+        except BaseException:
+            conn.close()  # a file that could not be set up (full disk, read-only) leaves no connection behind
+            raise
+        return conn
+
+    def _prepare(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Configure a new connection, create or migrate the schema (once per file) and register the connection."""
         # 16 KiB pages (only a new, empty file takes this): a bulk load dirties fewer, fuller
         # pages per commit; 1M-triple insert 55-58k -> 67-71k triples/s on this machine.
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
@@ -250,13 +262,11 @@ class SqliteTriplesStore:
                     version = "5"
                 conn.execute("COMMIT")
                 if version != SCHEMA_VERSION:
-                    conn.close()
                     raise StoreError(f"{path} has triple-store schema version {version}, "
                                      f"this code reads version {SCHEMA_VERSION}")
                 self._initialised.add(path)
                 self._term_ids.setdefault(path, _TermIds())
             self._connections.append(conn)
-        return conn
 
     def _conn(self, user: str, create: bool = True) -> sqlite3.Connection | None:
         """This thread's connection to ``user``'s file; ``None`` if the file does not exist and ``create`` is false."""
@@ -269,10 +279,10 @@ class SqliteTriplesStore:
         if conn is not None:
             return conn
         path = self.path(user)
-        if not path.exists():
+        if not store_file_exists(path):
             if not create:
                 return None
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_parent(path)
         with _errors(path):
             conn = conns[user] = self._open(path)
         return conn
@@ -770,13 +780,17 @@ def _triple(row: tuple) -> Triple:
 
 @contextmanager
 def _errors(path: Path):
-    """Map sqlite3 errors: lock time-outs to :class:`StoreUnavailable`, the rest to :class:`StoreError`."""
+    """Map sqlite3 errors: an unusable file or file system to :class:`StoreEnvironmentError`, lock time-outs
+    to :class:`StoreUnavailable`, the rest to :class:`StoreError`."""
     try:
         yield
-    except sqlite3.OperationalError as e:
+    except (sqlite3.Error, OSError) as e:
+        failure = environment_failure(e, path)
+        if failure is not None:
+            raise failure from e
+        if not isinstance(e, sqlite3.Error):
+            raise
         text = str(e)
-        if "locked" in text or "busy" in text:
+        if isinstance(e, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
             raise StoreUnavailable(f"triple store {path.name} is busy: {text}") from e
         raise StoreError(f"triple store {path.name}: {text}") from e
-    except sqlite3.Error as e:
-        raise StoreError(f"triple store {path.name}: {e}") from e

@@ -34,11 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreUnavailable
-from ..names import user_file
+from ..names import tg_home, user_file
 from ..vectors import (
     IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id, check_names,
     normalise, prepare_items, require_model,
 )
+from .environment import check_data_dir, make_parent, store_file_exists, unavailable
 from .wal import enable_wal
 
 __all__ = ["SqliteVectorIndex", "HNSW_CONNECTIVITY", "HNSW_EXPANSION_ADD", "HNSW_EXPANSION_SEARCH",
@@ -125,13 +126,17 @@ class _UserDb:
     """One user's open vectors file: a connection shared by threads under ``lock``."""
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(path)
         self.path = path
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        enable_wal(self.conn, 30.0)
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(_SCHEMA)
+        try:
+            enable_wal(self.conn, 30.0)
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(_SCHEMA)
+        except BaseException:
+            self.conn.close()  # a file that could not be set up (full disk, read-only) leaves no connection behind
+            raise
 
     def close(self) -> None:
         with self.lock:
@@ -143,6 +148,7 @@ class SqliteVectorIndex:
 
     :param kind: ``"graph"`` or ``"document"``.
     :param home: data directory (default :func:`~trustgraph_base.store.names.tg_home`).
+    :raises StoreEnvironmentError: the data directory is not a directory, or cannot be created or written.
     """
 
     backend = "sqlite"
@@ -150,6 +156,7 @@ class SqliteVectorIndex:
     def __init__(self, kind: str = "graph", home: str | Path | None = None):
         self.kind = check_kind(kind)
         self.home = Path(home) if home is not None else None
+        check_data_dir(self.home if self.home is not None else tg_home())
         self._dbs: dict[str, _UserDb] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -164,12 +171,12 @@ class SqliteVectorIndex:
             if db is not None:
                 return db
             path = user_file("vectors", user, home=self.home)
-            if not create and not path.exists():
+            if not store_file_exists(path) and not create:
                 return None
             try:
                 db = _UserDb(path)
             except sqlite3.Error as e:
-                raise StoreUnavailable(f"cannot open vectors file {path}: {e}") from e
+                raise unavailable(e, path, f"cannot open vectors file {path}: {e}") from e
             self._dbs[user] = db
             return db
 
@@ -190,7 +197,7 @@ class SqliteVectorIndex:
         try:
             return db.conn.execute(sql, args)
         except sqlite3.Error as e:
-            raise StoreUnavailable(f"vectors file {db.path.name}: {e}") from e
+            raise unavailable(e, db.path, f"vectors file {db.path.name}: {e}") from e
 
     def _graph(self, db: _UserDb, collection: str, dimension: int, generation: str, version: int) -> _Graph:
         """The collection's graph brought up to (generation, version); caller holds the collection lock."""
@@ -321,7 +328,7 @@ class SqliteVectorIndex:
                             conn.execute("ROLLBACK")
                         raise
                 except sqlite3.Error as e:
-                    raise StoreUnavailable(f"vector upsert failed for user {user!r}: {e}") from e
+                    raise unavailable(e, db.path, f"vector upsert failed for user {user!r}: {e}") from e
             graph.add(keys, vectors)
             graph.version = version
             graph.dirty = True
@@ -356,7 +363,7 @@ class SqliteVectorIndex:
                             conn.execute("ROLLBACK")
                         raise
                 except sqlite3.Error as e:
-                    raise StoreUnavailable(f"vector delete failed for user {user!r}: {e}") from e
+                    raise unavailable(e, db.path, f"vector delete failed for user {user!r}: {e}") from e
             graph = _GRAPHS.get(self._key(db, collection))
             if keys and graph is not None:
                 if graph.version == info[0]:
@@ -411,7 +418,7 @@ class SqliteVectorIndex:
                             conn.execute("ROLLBACK")
                         raise
                 except sqlite3.Error as e:
-                    raise StoreUnavailable(f"vector delete failed for user {user!r}: {e}") from e
+                    raise unavailable(e, db.path, f"vector delete failed for user {user!r}: {e}") from e
             _GRAPHS.pop(key, None)
             path = self._snapshot_path(db, collection)
             for stale in (path.with_suffix(".json"), path):
