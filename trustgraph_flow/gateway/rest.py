@@ -27,6 +27,10 @@ def _json(body: dict, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
 
+def _text(body: dict) -> str:
+    return orjson.dumps(body).decode()
+
+
 def _refusal(status: int, error_type: str, message: str) -> web.Response:
     return _json({"error": error_body(error_type, message)}, status)
 
@@ -72,23 +76,22 @@ class Rest:
         try:
             principal = self.auth.principal(bearer_token(request.headers.get("Authorization")))
         except AccessDenied as e:
-            raise web.HTTPUnauthorized(body=orjson.dumps({"error": e.wire()}), content_type="application/json")
+            raise web.HTTPUnauthorized(text=_text({"error": e.wire()}), content_type="application/json")
         raw = await request.read()
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None
         if type(body) is not dict:
-            raise web.HTTPBadRequest(body=orjson.dumps({"error": error_body(REQUEST_ERROR,
-                                                                            "the body must be a JSON object")}),
-                                     content_type="application/json")
+            refusal = {"error": error_body(REQUEST_ERROR, "the body must be a JSON object")}
+            raise web.HTTPBadRequest(text=_text(refusal), content_type="application/json")
         return principal, body
 
     def _user(self, principal: str | None, body: dict) -> str:
         try:
             return self.auth.user_for(principal, body.get("workspace"))
         except AccessDenied as e:
-            raise web.HTTPForbidden(body=orjson.dumps({"error": e.wire()}), content_type="application/json")
+            raise web.HTTPForbidden(text=_text({"error": e.wire()}), content_type="application/json")
 
     async def flow_service(self, request: web.Request) -> web.Response:
         kind = request.match_info["kind"]
