@@ -7,11 +7,17 @@ own translators ignore them.
 
 from __future__ import annotations
 
-from .translate import MAX_QUESTION_CHARS, MAX_RAG_LIMIT, MAX_TRIPLES_LIMIT
+from .translate import MAX_QUESTION_CHARS, MAX_RAG_LIMIT, MAX_TRIPLES_LIMIT, RAG_LIMITS
 
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"}
 _WORKSPACE = {"type": "string", "description": "'default' = the token's user (or the default user)"}
 _LIMIT = {"type": "integer", "minimum": 0, "maximum": MAX_RAG_LIMIT}
+
+
+def _limit(key: str) -> dict:
+    return {"type": "integer", "minimum": 0, "maximum": RAG_LIMITS.get(key, MAX_RAG_LIMIT)}
+
+
 _QUERY = {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS}
 
 _TERM = {
@@ -33,15 +39,16 @@ _REQUESTS = {
     "graph-rag": {
         "type": "object", "required": ["query"],
         "properties": {"workspace": _WORKSPACE, "query": _QUERY, "collection": _NAME,
-                       "entity-limit": _LIMIT, "triple-limit": _LIMIT, "max-subgraph-size": _LIMIT,
-                       "max-path-length": _LIMIT, "edge-limit": _LIMIT, "edge-score-limit": _LIMIT,
-                       "max-reranker-input": _LIMIT, "streaming": {"type": "boolean"},
+                       **{k: _limit(k) for k in ("entity-limit", "triple-limit", "max-subgraph-size",
+                                                 "max-path-length", "edge-limit")},
+                       "edge-score-limit": _LIMIT, "max-reranker-input": _LIMIT, "streaming": {"type": "boolean"},
                        "explainable": {"type": "boolean"}},
     },
     "document-rag": {
         "type": "object", "required": ["query"],
-        "properties": {"workspace": _WORKSPACE, "query": _QUERY, "collection": _NAME, "doc-limit": _LIMIT,
-                       "fetch-limit": _LIMIT, "streaming": {"type": "boolean"}, "explainable": {"type": "boolean"}},
+        "properties": {"workspace": _WORKSPACE, "query": _QUERY, "collection": _NAME,
+                       "doc-limit": _limit("doc-limit"), "fetch-limit": _LIMIT, "streaming": {"type": "boolean"},
+                       "explainable": {"type": "boolean"}},
     },
     "agent": {
         "type": "object", "required": ["question"],

@@ -33,8 +33,13 @@ FLOW_SERVICES = ("graph-rag", "document-rag", "agent", "triples")
 #: The most triples one query may ask for (TrustGraph's default is 10,000).
 MAX_TRIPLES_LIMIT = 100_000
 DEFAULT_TRIPLES_LIMIT = 10_000
-#: Largest value a numeric RAG limit may take.
+#: Largest value a numeric RAG limit may take, unless :data:`RAG_LIMITS` says less.
 MAX_RAG_LIMIT = 100_000
+#: Bounds of the RAG limits a client may set (0 = the service's default): the vector indexes
+#: return at most 1,000 matches, and paths, subgraphs and edge selections beyond these sizes
+#: only make a query slower, so a network client cannot ask for more.
+RAG_LIMITS = {"entity-limit": 1000, "doc-limit": 1000, "triple-limit": 1000, "max-subgraph-size": 10_000,
+              "max-path-length": 5, "edge-limit": 1000}
 #: Longest question accepted here (the services refuse the same length, after the gateway).
 MAX_QUESTION_CHARS = 100_000
 
@@ -48,7 +53,8 @@ _GRAPH_RAG_REFUSED = ("grounding-seeds", "graph-seeds", "languages", "traversal-
 
 # ------------------------------------------------------------------------------- field readers
 
-def _int(body: dict, key: str, default: int, lo: int = 0, hi: int = MAX_RAG_LIMIT) -> int:
+def _int(body: dict, key: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+    hi = RAG_LIMITS.get(key, MAX_RAG_LIMIT) if hi is None else hi
     value = body.get(key, default)
     if type(value) is not int or not lo <= value <= hi:
         raise GatewayRequestError(f"'{key}' must be an integer from {lo} to {hi}, got {str(value)[:40]!r}")
