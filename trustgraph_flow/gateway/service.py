@@ -64,7 +64,7 @@ class ApiGateway(Processor):
         self._runner = web.AppRunner(make_app(self.dispatcher, self.auth, self.limits), access_log=None,
                                      shutdown_timeout=5.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, backlog=1024)
         await site.start()
         if self.port == 0:
             self.port = site._server.sockets[0].getsockname()[1]
