@@ -149,8 +149,12 @@ class Socket:
                 await self.send({"id": request_id, "response": reply.body, "complete": reply.complete})
                 if reply.complete:
                     return
-        except (ConnectionResetError, RuntimeError) as e:  # the socket went away while replying
+        except ConnectionResetError as e:  # the socket went away while replying
             log.debug("reply to %s not delivered: %s", request_id, e)
+        except Exception as e:  # a defect of the gateway: the client still gets its last frame
+            log.exception("request %s failed inside the gateway", request_id)
+            if not self.ws.closed:
+                await self.refuse(request_id, "unexpected-error", f"the gateway failed: {type(e).__name__}")
 
 
 def socket_handler(dispatcher: Dispatcher, auth: Auth, limits: Limits, sockets: weakref.WeakSet):
