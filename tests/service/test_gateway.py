@@ -400,3 +400,22 @@ async def test_http_statuses_of_requests_that_reach_no_service(edge):
     async with gw.http.get(gw.url + "api/v1/openapi.json") as resp:
         doc = await resp.json()
     assert doc["openapi"].startswith("3.") and "/api/v1/librarian" in doc["paths"]
+
+
+@pytest.mark.service
+async def test_a_fault_inside_the_gateway_still_ends_the_request(edge, monkeypatch):
+    gw = await edge()
+    sock = await gw.socket()
+    real = gw.gateway.dispatcher.replies
+
+    async def faulty(user, service, flow, body):  # injected fault: a defect while replying
+        if service == "graph-rag":
+            raise KeyError("injected")
+        async for reply in real(user, service, flow, body):
+            yield reply
+
+    monkeypatch.setattr(gw.gateway.dispatcher, "replies", faulty)
+    frames = await sock.replies(await sock.request("graph-rag", {"query": QUESTION}), timeout=10)
+    assert frames == [{"id": "req-1", "error": {"type": "unexpected-error", "message": "the gateway failed: KeyError"},
+                       "complete": True}]
+    assert "error" not in (await sock.call("triples", {"limit": 1}))[-1]
