@@ -30,6 +30,8 @@ import pytest
 
 from e2e_support import AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, CliResult, base_env, kill_group, script
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 GATEWAY_START_SECONDS = 120.0
 
