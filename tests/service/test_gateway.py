@@ -11,6 +11,7 @@ gateway's own edge (bad frames, limits, auth frames, HTTP statuses), on the embe
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 
 import aiohttp
@@ -210,8 +211,6 @@ async def test_librarian_stages_processes_and_finds_documents_without_collection
 
 
 async def _content(gw, doc_id, user, token=None) -> str | None:
-    import base64
-
     body = await gw.librarian({"operation": "get-document-content", "document-id": doc_id}, token=token,
                               workspace=user)
     return base64.b64decode(body["content"]).decode() if "content" in body else None
