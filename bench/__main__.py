@@ -138,6 +138,8 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "cli": (_ours("cli"), "tg-invoke-graph-rag -x first line, trace list/show at 100k traces (issue 10)"),
     "memory": (_ours("memory"), "peak RSS: quickstart, each service process (issue 11)"),
     "scaling": (_ours("scaling"), "GraphRAG and store latency at 10k, 100k, 1M triples (issue 11)"),
+    "gateway": (_ours("gateway"), "api-gateway: GraphRAG through the gateway vs over the bus, first explain frame, "
+                                  "500 sockets at once"),
 }
 if importlib.util.find_spec(f"{__package__}.load") is not None:  # the load generator, maintained separately
     BENCHMARKS["load"] = (_load, "N concurrent explainable GraphRAG queries for a fixed time, embedded")

@@ -37,7 +37,8 @@ class LibrarianRequest:
 
     ``operation`` is one of ``add-document``, ``add-child-document``, ``get-document-metadata``,
     ``get-document-content``, ``stream-document``, ``list-documents``, ``list-children``,
-    ``remove-document``, ``process-document``.
+    ``remove-document``, ``process-document``, ``find-document`` (which of the user's collections
+    hold ``document_id``; ``collection`` is not used).
     """
 
     operation: str = ""
@@ -62,6 +63,7 @@ class LibrarianResponse:
     total_chunks: int = 0
     removed: int = 0
     is_final: bool = True
+    collections: list[str] = field(default_factory=list)
 
 
 @dataclass

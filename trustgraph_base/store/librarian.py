@@ -126,6 +126,14 @@ class LibrarianStore(Protocol):
         """Remove every document and part of one collection (others untouched); returns how many documents."""
         ...
 
+    def find_document(self, user: str, document_id: str) -> list[str]:
+        """The user's collections that hold a document with this id, sorted (``[]`` when none does).
+
+        For clients whose document requests name no collection (TrustGraph's librarian
+        protocol); it reads only this user's documents.
+        """
+        ...
+
     def close(self) -> None:
         """Release connections and files."""
         ...

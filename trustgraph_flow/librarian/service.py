@@ -5,6 +5,7 @@ to decode before anything is stored, so a bad file is refused whole), ``add-chil
 (pages, chunks), ``get-document-metadata``, ``get-document-content``, ``stream-document``
 (content in bounded pieces, at least one reply even for an empty document),
 ``list-documents``, ``list-children``, ``process-document`` (starts the ingestion pipeline),
+``find-document`` (the user's collections holding an id: for clients whose requests carry no collection),
 ``remove-document`` (with children, extraction provenance, derived knowledge and vectors; see
 :mod:`.removal`; a request that names a ``document_type`` removes only a document of that type).
 Answers of the RAG services are stored here as ``document_type="answer"``; they arrive on the
@@ -142,6 +143,10 @@ class LibrarianService(StoreBackedProcessor, Processor):
             document_id=meta.id, kind=meta.kind, title=meta.title))
         await ctx.respond(LibrarianResponse(document_metadata=meta))
 
+    async def _find(self, req, ctx) -> None:
+        collections = await asyncio.to_thread(self.store.find_document, req.user, req.document_id)
+        await ctx.respond(LibrarianResponse(collections=collections))
+
     async def _remove(self, req, ctx) -> None:
         # NotFound first
         meta = await asyncio.to_thread(self.store.get_metadata, req.user, req.collection, req.document_id)
@@ -162,6 +167,7 @@ class LibrarianService(StoreBackedProcessor, Processor):
         "add-document": _add, "add-child-document": _add_child, "get-document-metadata": _get_metadata,
         "get-document-content": _get_content, "stream-document": _stream, "list-documents": _list,
         "list-children": _list_children, "process-document": _process, "remove-document": _remove,
+        "find-document": _find,
     }
 
     @classmethod

@@ -129,6 +129,7 @@ class _Keyspace:
         self.delete_child = p(f"DELETE FROM {ks}.library_children WHERE collection = ? AND parent_id = ? AND id = ?")
         self.delete_children = p(f"DELETE FROM {ks}.library_children WHERE collection = ? AND parent_id = ?")
         self.list_children = p(f"SELECT id FROM {ks}.library_children WHERE collection = ? AND parent_id = ?")
+        self.list_collections = p(f"SELECT DISTINCT collection, document_type FROM {ks}.library_by_type")
         for stmt in (self.get_doc, self.get_parts, self.list_by_type, self.list_children, self.list_objects,
                      self.delete_doc, self.delete_object, self.delete_bucket, self.delete_by_type,
                      self.delete_type_partition, self.delete_child, self.delete_children, self.insert_object,
@@ -581,6 +582,25 @@ class CassandraLibrarianStore:
                               f"of user {user!r}"):
             self._require(ks, user, collection, parent_id)
             return [s.meta for s in self._children(ks, collection, parent_id)]
+
+    def find_document(self, user: str, document_id: str) -> list[str]:
+        """The user's collections that hold a document with this id, sorted.
+
+        Reads the user's collection names from the type listings (a scan of that keyspace's
+        partition keys only), then looks the id up in each collection.
+
+        :param user: owner of the documents.
+        :param document_id: the document.
+        """
+        user = check_scope(user, "default")[0]
+        check_document_id(document_id)
+        ks = self._ks(user, create=False)
+        if ks is None:
+            return []
+        with cassandra_errors(f"librarian look-up of {document_id[:120]!r} for user {user!r}"):
+            collections = sorted({r.collection for r in self._session.execute(ks.list_collections)})
+            rows = self._concurrent(ks.get_doc, [(c, document_id) for c in collections])
+        return [c for c, r in zip(collections, rows) if r.one() is not None]
 
 
 def _buckets(n_parts: int) -> int:

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS library_documents (
 );
 CREATE INDEX IF NOT EXISTS library_documents_by_type ON library_documents (collection, document_type, time DESC, id);
 CREATE INDEX IF NOT EXISTS library_documents_by_parent ON library_documents (collection, parent_id, id);
+CREATE INDEX IF NOT EXISTS library_documents_by_id ON library_documents (id);
 CREATE TABLE IF NOT EXISTS library_parts (
     collection  TEXT NOT NULL,
     document_id TEXT NOT NULL,
@@ -401,3 +402,18 @@ class SqliteLibrarianStore:
                                    "ORDER BY id", (collection, parent_id)).fetchall()
         return [metadata_from_json(r[0]) for r in rows]
 
+    def find_document(self, user: str, document_id: str) -> list[str]:
+        """The user's collections that hold a document with this id, sorted.
+
+        :param user: owner of the documents.
+        :param document_id: the document.
+        """
+        user = check_scope(user, "default")[0]
+        check_document_id(document_id)
+        db = self._db(user, create=False)
+        if db is None:
+            return []
+        with db.lock:
+            rows = self._query(db, "SELECT collection FROM library_documents WHERE id = ? ORDER BY collection",
+                               (document_id,)).fetchall()
+        return [r[0] for r in rows]

@@ -1,0 +1,42 @@
+"""The aiohttp application: the WebSocket, the REST routes and a small index, with the gateway's limits."""
+
+from __future__ import annotations
+
+import weakref
+
+import orjson
+from aiohttp import WSCloseCode, web
+
+from .auth import Auth
+from .dispatch import Dispatcher
+from .limits import Limits
+from .mux import socket_handler
+from .rest import Rest
+
+SOCKETS = web.AppKey("sockets", weakref.WeakSet)
+
+
+def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits) -> web.Application:
+    """An application serving ``dispatcher`` behind ``auth`` within ``limits``."""
+    app = web.Application(client_max_size=limits.max_body_bytes)
+    sockets: weakref.WeakSet = weakref.WeakSet()
+    app[SOCKETS] = sockets
+    index = orjson.dumps({
+        "service": "api-gateway", "protocol": "TrustGraph 2.11.1 gateway", "flow": dispatcher.flow,
+        "auth": "bearer token" if auth.required else "open (loopback only)",
+        "endpoints": ["GET /api/v1/socket (WebSocket)", "POST /api/v1/flow/{flow}/service/{kind}",
+                      "POST /api/v1/librarian", "GET /api/v1/openapi.json"],
+    }, option=orjson.OPT_INDENT_2)
+
+    async def show_index(request: web.Request) -> web.Response:
+        return web.Response(body=index, content_type="application/json")
+
+    async def close_sockets(app: web.Application) -> None:
+        for ws in list(sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"gateway stopping")
+
+    app.router.add_get("/", show_index)
+    app.router.add_get("/api/v1/socket", socket_handler(dispatcher, auth, limits, sockets))
+    app.router.add_routes(Rest(dispatcher, auth).routes())
+    app.on_shutdown.append(close_sockets)
+    return app

@@ -1,0 +1,165 @@
+"""``api-gateway`` (a service over the bus, like every other) and ``tg-gateway`` (the embedded stack plus the gateway).
+
+``api-gateway`` is a processor with clients of graph-rag, document-rag, agent, triples and
+librarian on its ``--flow``; it takes the launcher's common options (``--pubsub``,
+``--pulsar-url``, ``--flow``, ...) plus ``--host`` (default 127.0.0.1), ``--port`` (8888),
+``--default-user``, ``--token`` / ``--tokens-file``, ``--library-collection`` and the limits.
+``tg-gateway`` starts every embedded processor (in-process bus, SQLite under ``--home``) and
+the gateway in one process, so TrustGraph's client or a browser can talk to it without Pulsar.
+Both refuse a non-loopback ``--host`` without tokens (exit 2).  See ``docs/gateway.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from aiohttp import web
+
+from trustgraph_base.processor import Processor, launch
+from trustgraph_base.processor.launcher import serve_until_stopped, setup_logging
+
+from ..common.services import client_spec
+from .app import make_app
+from .auth import Auth, AuthConfigError, check_bind, make_auth
+from .dispatch import SERVICES, Dispatcher
+from .limits import Limits
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8888
+
+
+class ApiGateway(Processor):
+    """Serves TrustGraph 2.11.1's gateway protocol (WebSocket and REST) in front of the services."""
+
+    default_id = "api-gateway"
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, auth: Auth | None = None,
+                 limits: Limits | None = None, library_collection: str = "default", **params: Any):
+        super().__init__(**params)
+        self.host = host
+        self.port = port
+        self.auth = auth or Auth()
+        self.limits = limits or Limits()
+        check_bind(host, self.auth)
+        self.dispatcher = Dispatcher(self.client, self.flow, library_collection)
+        for service in SERVICES:
+            self.add(client_spec(service, self.flow))
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL clients use (with the port actually bound, when ``port`` was 0)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    async def on_start(self) -> None:
+        self._runner = web.AppRunner(make_app(self.dispatcher, self.auth, self.limits), access_log=None,
+                                     shutdown_timeout=5.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, backlog=1024)
+        await site.start()
+        if self.port == 0:
+            self.port = site._server.sockets[0].getsockname()[1]
+        log.info("api-gateway listening on %s (flow %s, %s)", self.url, self.flow,
+                 "tokens required" if self.auth.required else "open, loopback only")
+
+    async def on_stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        super().add_args(parser)
+        add_gateway_args(parser)
+
+    @classmethod
+    def params_from_args(cls, args: argparse.Namespace) -> dict:
+        return {**super().params_from_args(args), **gateway_params(args)}
+
+
+def add_gateway_args(parser: argparse.ArgumentParser) -> None:
+    """The options both commands share."""
+    env = os.environ.get
+    parser.add_argument("--host", default=env("TG_GATEWAY_HOST", "127.0.0.1"),
+                        help="address to listen on (env TG_GATEWAY_HOST; non-loopback needs tokens)")
+    parser.add_argument("--port", type=int, default=int(env("TG_GATEWAY_PORT", str(DEFAULT_PORT))),
+                        help="port (env TG_GATEWAY_PORT; 0 = any free port)")
+    parser.add_argument("--default-user", default=env("TG_GATEWAY_DEFAULT_USER", "trustgraph"),
+                        help="user of workspace 'default' (and of --token)")
+    parser.add_argument("--token", default=env("TG_GATEWAY_TOKEN"),
+                        help="bearer token of the default user (env TG_GATEWAY_TOKEN)")
+    parser.add_argument("--tokens-file", default=env("TG_GATEWAY_TOKENS_FILE"),
+                        help="file of 'USER TOKEN' lines (env TG_GATEWAY_TOKENS_FILE)")
+    parser.add_argument("--library-collection", default="default",
+                        help="collection where TrustGraph's add-document stages documents")
+    defaults = Limits()
+    parser.add_argument("--max-frame-bytes", type=int, default=defaults.max_frame_bytes)
+    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
+    parser.add_argument("--max-outstanding", type=int, default=defaults.max_outstanding,
+                        help="requests one WebSocket may have open at once")
+    parser.add_argument("--idle-seconds", type=float, default=defaults.idle_seconds)
+
+
+def gateway_params(args: argparse.Namespace) -> dict:
+    """Constructor parameters from the options; a bad configuration ends the command with exit 2."""
+    try:
+        auth = make_auth(args.default_user, args.token, args.tokens_file)
+        check_bind(args.host, auth)
+        limits = Limits(args.max_frame_bytes, args.max_body_bytes, args.max_outstanding, args.idle_seconds)
+    except (AuthConfigError, ValueError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return {"host": args.host, "port": args.port, "auth": auth, "limits": limits,
+            "library_collection": args.library_collection}
+
+
+def run() -> None:
+    """``api-gateway``: the gateway as a service over the bus."""
+    launch(ApiGateway)
+
+
+def embedded_main(argv: Sequence[str] | None = None) -> None:
+    """``tg-gateway``: the embedded stack and the gateway in one process."""
+    parser = argparse.ArgumentParser(prog="tg-gateway", description="TrustGraph's gateway protocol over the "
+                                                                    "embedded stack (no Pulsar needed)")
+    parser.add_argument("--home", default=os.environ.get("TG_HOME"), type=Path,
+                        help="embedded data directory (env TG_HOME; default ~/.trustgraph)")
+    parser.add_argument("--flow", default=os.environ.get("TG_FLOW", "default"))
+    parser.add_argument("--log-level", default=os.environ.get("TG_LOG_LEVEL", "WARNING"))
+    add_gateway_args(parser)
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    params = gateway_params(args)
+
+    async def main() -> None:
+        from trustgraph_flow.embedded import start_embedded
+
+        stack = await start_embedded(args.home, flow=args.flow)
+        gateway = ApiGateway(backend=stack.backend, flow=args.flow, **params)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await gateway.start()
+            print(f"tg-gateway: TrustGraph gateway protocol on {gateway.url} (embedded, flow {args.flow}, "
+                  f"{'tokens required' if gateway.auth.required else 'no tokens: loopback only'})",
+                  file=sys.stderr, flush=True)
+            await stop.wait()
+        finally:
+            await gateway.stop()
+            try:
+                await stack.wait_idle(timeout=30)
+            finally:
+                await stack.stop()
+
+    serve_until_stopped(main)
