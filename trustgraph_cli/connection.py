@@ -82,6 +82,7 @@ class Connection:
 
     async def __aenter__(self) -> "Connection":
         if self._attached is not None:
+            self._watch(self._attached)  # a store failure ends the caller's wait here too
             return self
         if self.pulsar_url:
             await asyncio.to_thread(probe_broker, self.pulsar_url)

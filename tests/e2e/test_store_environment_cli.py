@@ -221,14 +221,15 @@ def test_output_to_a_full_disk_is_a_failure_not_an_unreachable_server(deployment
 # ------------------------------------------------------------------ Ctrl-C during a load
 
 def _big_documents(tmp_path: Path) -> list[Path]:
-    """Two generated documents big enough that loading them takes many seconds."""
+    """Two generated documents big enough that loading them takes far longer than the latest Ctrl-C (4 s),
+    even on a quiet machine (the load is interrupted, so their size costs nothing)."""
     from trustgraph_flow.ingest.sample_corpus import sample_documents
 
     text = "\n".join(d.content.decode() for d in sample_documents() if d.kind.startswith("text/"))
     files = []
     for n in range(2):
         f = tmp_path / f"big{n}.txt"
-        f.write_text("".join(f"Part {n}.{i}.\n{text}" for i in range(6)))
+        f.write_text("".join(f"Part {n}.{i}.\n{text}" for i in range(30)))
         files.append(f)
     return files
 
