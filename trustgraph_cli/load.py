@@ -211,8 +211,9 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     from trustgraph_base.codec import encode
     from trustgraph_base.provenance.triples import validate_iri
     from trustgraph_flow.ingest.decoding import (
-        APPLICATION_PDF, DEFAULT_MAX, DecodeError, EmptyDocument, InvalidEncoding, decode_document, detect_kind,
+        DEFAULT_MAX, TEXT_KINDS, DecodeError, EmptyDocument, InvalidEncoding, decode_document,
     )
+    from trustgraph_flow.ingest.detection import detect
 
     shown = shown_path(path)
     if title is None:
@@ -225,10 +226,12 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     if not content:
         raise CliError(f"{shown} is empty (0 bytes)", EXIT_USAGE)
     try:
-        k = kind or detect_kind(path.name, content)
+        detected = detect(shown, content) if kind is None else None
     except ValueError as e:
-        raise CliError(f"{shown}: {e}", EXIT_USAGE) from None
-    if k != APPLICATION_PDF:  # text is checked here; the librarian checks a PDF as it stores it
+        raise CliError(str(e), EXIT_USAGE) from None
+    k = kind or detected.kind
+    if k in TEXT_KINDS:  # text is checked here; the librarian checks the other kinds as it stores them
+        encoding = encoding or (detected.encoding if detected is not None else None)
         try:
             decode_document(content, k, shown, DEFAULT_MAX, encoding=encoding)
         except InvalidEncoding as e:
@@ -238,8 +241,9 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
             raise CliError(str(e), EXIT_USAGE) from None
         except DecodeError as e:
             raise CliError(str(e), EXIT_FAILED) from None
-        if encoding:
-            content = content.decode(encoding).encode("utf-8")  # the librarian stores text as UTF-8
+        if encoding and encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig", "ascii"):
+            # the librarian stores text as UTF-8
+            content = content.decode(encoding).removeprefix("\ufeff").encode("utf-8")
     did = doc_id or document_id_for(content)
     try:
         validate_iri(did)
@@ -279,13 +283,15 @@ def _report_failures(failures: list[tuple[int, CliError]]) -> None:
 @click.command("tg-load-document", cls=TgCommand)
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--title", default=None, help="title (default: the file name); one file only")
-@click.option("--kind", default=None, help="MIME type (default: detected): text/plain, text/markdown, application/pdf")
-@click.option("--encoding", default=None, help="text encoding of text and Markdown files (default: UTF-8)")
+@click.option("--kind", default=None, help="override the type detected from the content: a MIME type or one of "
+                                           "text, markdown, pdf, html, csv, tsv, docx, pptx, xlsx, epub")
+@click.option("--encoding", default=None, help="text encoding of text files (default: UTF-8, else detected)")
 @click.option("--id", "doc_id", default=None, help="document IRI (default: derived from the content); one file only")
 @connection_options
 @run_async
 async def load_document(files, title, kind, encoding, doc_id, user, collection, target):
-    """Load text, Markdown or PDF documents: store, decode, chunk, extract (with provenance) and embed.
+    """Load documents (text, Markdown, PDF, HTML, DOCX, PPTX, XLSX, CSV/TSV, EPUB; the type is detected from the
+    content): store, decode, chunk, extract (with provenance) and embed.
 
     Every file is read and checked first; a file that is refused fails alone (its own ``Error:``
     line) and the others load completely; the exit code is then non-zero.
