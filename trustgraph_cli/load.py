@@ -1,4 +1,4 @@
-"""tg-load-document, tg-load-turtle, tg-show-extraction-provenance, tg-quickstart.
+"""tg-load-document, tg-load-turtle, tg-quickstart.
 
 Loading a document stores it in the librarian (refused whole if it cannot be decoded), starts
 the pipeline, and follows its progress events with progress bars until every chunk is
@@ -19,7 +19,7 @@ import click
 
 from .common import (
     CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, err_line, error_line, exit_code_for,
-    out, out_json, quiet_logging, run_async,
+    out, quiet_logging, run_async,
 )
 from .terminal_text import clip, is_utf8, printable, quoted
 
@@ -450,83 +450,6 @@ async def _next_or_fail(feed: ProgressFeed, timeout: float, name: str):
         return await feed.next(timeout)
     except ReceiveTimeout:
         raise CliError(f"no progress for {timeout:g} s while loading {name}; are the services running?", 3) from None
-
-
-@click.command("tg-show-extraction-provenance", cls=TgCommand)
-@click.argument("document_id")
-@click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree", show_default=True)
-@click.option("--show-content", is_flag=True, help="show the text of each chunk")
-@click.option("--max-content", type=click.IntRange(10, 100000), default=200, show_default=True)
-@connection_options
-@run_async
-async def show_extraction_provenance(document_id, fmt, show_content, max_content, user, collection, target):
-    """Show a document's extraction provenance: document → pages → chunks → extracted edges."""
-    from trustgraph_base.provenance import namespaces as ns
-    from trustgraph_base.provenance import uris
-    from trustgraph_base.rdf.terms import validate_iri
-    from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
-    from trustgraph_flow.retrieval.graph_rag.labels import term_label
-
-    from .traces import LabelCache, iris_in_terms, query
-
-    check_names(user, collection)
-    try:
-        validate_iri(document_id)
-    except ValueError as e:
-        raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
-    quiet_logging()
-    async with target.connect(("triples-query", "triples-write", "librarian")) as conn:
-        meta = (await conn.request("librarian", LibrarianRequest(operation="get-document-metadata", user=user,
-                                                                 collection=collection,
-                                                                 document_id=document_id))).document_metadata
-        pages = (await conn.request("librarian", LibrarianRequest(operation="list-children", user=user,
-                                                                  collection=collection,
-                                                                  document_id=document_id))).document_metadatas
-        tree = {"document": document_id, "title": meta.title, "kind": meta.kind, "pages": []}
-        contains = Term(IRI, ns.TG_CONTAINS)
-        all_edges = []
-        for page in sorted(pages, key=lambda m: m.title):
-            chunks = (await conn.request("librarian", LibrarianRequest(
-                operation="list-children", user=user, collection=collection,
-                document_id=page.id))).document_metadatas
-            chunks = sorted(chunks, key=lambda m: int(m.title.split()[-1]) if m.title.split()[-1].isdigit() else 0)
-            found = await query(conn, user, collection, [
-                TriplePattern(s=Term(IRI, uris.subgraph_uri(c.id)), p=contains, g=ns.GRAPH_SOURCE, limit=100000)
-                for c in chunks])
-            by_sg: dict[str, list] = {}
-            for t in found:
-                if t.o.type == TRIPLE:
-                    by_sg.setdefault(t.s.value, []).append(t.o.triple)
-            page_node = {"uri": page.id, "title": page.title, "chunks": []}
-            for c in chunks:
-                edges = by_sg.get(uris.subgraph_uri(c.id), [])
-                all_edges += edges
-                node = {"uri": c.id, "label": c.title, "edges": edges}
-                if show_content:
-                    content = (await conn.request("librarian", LibrarianRequest(
-                        operation="get-document-content", user=user, collection=collection,
-                        document_id=c.id))).content.decode("utf-8", "replace")
-                    node["content"] = content[:max_content]
-                page_node["chunks"].append(node)
-            tree["pages"].append(page_node)
-        labels = await LabelCache(conn, user, collection).resolve(
-            iris_in_terms([x for e in all_edges for x in (e.s, e.p, e.o)]))
-    for p in tree["pages"]:
-        for c in p["chunks"]:
-            c["edges"] = [{"s": term_label(e.s, labels), "p": term_label(e.p, labels), "o": term_label(e.o, labels),
-                           "uris": [e.s.value, e.p.value, e.o.value]} for e in c["edges"]]
-    if fmt == "json":
-        out_json(tree)
-        return
-    out(f"{tree['title']} ({tree['document']}, {tree['kind']})")
-    for p in tree["pages"]:
-        out(f"└─ {p['title']}  {p['uri']}")
-        for c in p["chunks"]:
-            out(f"   └─ {c['label']}  {c['uri']}  ({len(c['edges'])} edge(s))")
-            if show_content:
-                out(f"      \"{' '.join(c['content'].split())}\"")
-            for e in c["edges"]:
-                out(f"      • ({e['s']}, {e['p']}, {e['o']})")
 
 
 @click.command("tg-quickstart", cls=TgCommand)
