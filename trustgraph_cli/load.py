@@ -53,6 +53,15 @@ class DocumentProgress:
         elif ev.stage in self.done:
             self.done[ev.stage].add(ev.item_id)
 
+    def stages(self) -> str:
+        """How far each stage got: ``pages 40/300 chunked · extracted 95/120 · stored 90 · embedded 80``."""
+        if self.pages is None:
+            return "decoding"
+        total = f"/{self.chunks}" if self.chunks is not None else ""
+        embedded = min(len(self.done["graph-embedded"]), len(self.done["doc-embedded"]))
+        return (f"pages {len(self.chunk_totals)}/{self.pages} chunked · extracted {len(self.done['extracted'])}"
+                f"{total} · stored {len(self.done['stored'])} · embedded {embedded}")
+
     @property
     def complete(self) -> bool:
         n = self.chunks
@@ -128,7 +137,7 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
                 continue
             n = s.chunks
             finished = min((len(s.done[st]) for st in CHUNK_STAGES), default=0)
-            label = "extracting" if n is None or finished < n else "done"
+            label = s.stages() if n is None or finished < n else "done"
             bars.update(tasks[ev.document_id], total=n, completed=finished,
                         description=f"{bar_name(ev.document_id)}: {label}")
     return failed
