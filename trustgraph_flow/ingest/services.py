@@ -42,6 +42,9 @@ from .extraction import (
 
 log = logging.getLogger(__name__)
 
+#: Chunks of one page the chunker stores in the librarian at once.
+CHUNK_WRITES = 16
+
 
 class _Stage(Processor):
     """Shared wiring: librarian client, triples-store producer, progress producer."""
@@ -147,14 +150,21 @@ class ChunkerService(_Stage):
         for c in chunks:
             c_uri = uris.chunk_uri(doc_uri, msg.page_number, c.index)
             prov += chunk_triples(c_uri, msg.page_id, c.index, c.char_offset, c.char_length, activity_uri=activity)
-            await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
-                                 document_id=msg.page_id, content=c.text.encode("utf-8"),
-                                 document_metadata=DocumentMetadata(id=c_uri, kind="text/plain",
-                                                                    title=f"Chunk {c.index}", parent_id=msg.page_id,
-                                                                    document_type=CHUNK))
             out.append(Chunk(metadata=meta, document_id=msg.document_id, page_id=msg.page_id, chunk_id=c_uri,
                              chunk_index=c.index, char_offset=c.char_offset, char_length=c.char_length,
                              text=c.text))
+        # the chunks are stored concurrently (a round trip each, a lightweight transaction on Cassandra)
+        limit = asyncio.Semaphore(CHUNK_WRITES)
+
+        async def store(chunk: Chunk) -> None:
+            async with limit:
+                await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
+                                     document_id=msg.page_id, content=chunk.text.encode("utf-8"),
+                                     document_metadata=DocumentMetadata(id=chunk.chunk_id, kind="text/plain",
+                                                                        title=f"Chunk {chunk.chunk_index}",
+                                                                        parent_id=msg.page_id, document_type=CHUNK))
+
+        await asyncio.gather(*(store(c) for c in out))
         await self.store_triples(meta, msg.page_id, msg.document_id, prov)
         await self.progress(meta, msg.document_id, "chunked", item_id=msg.page_id, total=len(chunks))
         for c in out:
