@@ -23,14 +23,23 @@ DOCUMENTS = 1000
 LARGE_SENTENCES = 200
 
 
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "su", "ti", "vo", "ze", "pa")
+
+
+def _name(i: int) -> str:
+    """A made-up proper name per number (the extractor takes names, not numbers, for entities)."""
+    return "".join(_SYLLABLES[int(d)] for d in str(i)).capitalize()
+
+
 def _small(i: int) -> bytes:
-    return (f"Researcher {i} discovered compound {i}. Researcher {i} worked in City {i % 40}. "
-            f"Compound {i} was named after Researcher {i}. Marie Curie discovered polonium.\n").encode()
+    person, place = f"{_name(i)} Mineva", _name(i % 40 + 7)
+    return (f"{person} discovered the mineral {_name(i).lower()}ite. {person} worked in {place}. "
+            f"The mineral {_name(i).lower()}ite was named after {person}. Marie Curie discovered polonium.\n").encode()
 
 
 def _large(tag: str) -> bytes:
-    return "".join(f"Engineer {tag}{i} designed machine {tag}{i}. Machine {tag}{i} is located in Town {i % 30}. "
-                   for i in range(LARGE_SENTENCES)).encode()
+    return "".join(f"{_name(i)} {tag} discovered the mineral {_name(i).lower()}{tag.lower()}ite. "
+                   f"{_name(i)} {tag} worked in {_name(i % 30 + 3)}. " for i in range(LARGE_SENTENCES)).encode()
 
 
 def _doc(name: str, content: bytes) -> tuple[str, str, str, bytes]:
@@ -62,7 +71,7 @@ async def bench(suite: Suite) -> Results:
             await load(running, user, collection, [_doc(f"d{i}", _small(i)) for i in range(n // 10)])
             small_tenth, _ = await _remove(running, user, collection, _doc("d0", b"")[0])
             await load(running, user, collection, [_doc(f"d{i}", _small(i)) for i in range(n // 10, n)]
-                       + [_doc("large", _large("x"))])
+                       + [_doc("large", _large("Tirasu"))])
             small, removal = await _remove(running, user, collection, _doc("d1", b"")[0])
             if removal is None or removal.documents != 1 + removal.pages + removal.chunks or not removal.kept_triples:
                 raise AssertionError(f"unexpected removal report {removal}")
