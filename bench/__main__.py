@@ -131,6 +131,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "stores": (_stores, "triple store insert, look-ups, trace listing at scale (issue 5)"),
     "vectors": (_vectors, "ANN top-10 over 100k vectors, librarian (issue 7)"),
     "ingest": (_ours("ingest"), "pipeline throughput, pages/s and chunks/s (issue 7)"),
+    "removal": (_ours("removal"), "removing one document of 1,000; cost by document and collection size"),
     "document-rag": (_ours("document_rag"), "DocumentRAG latency, explainability on/off (issue 9)"),
     "agent": (_ours("agent"), "agent provenance cost per iteration (issue 9)"),
     "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; DESIGN 7 anchors "

@@ -16,6 +16,8 @@ from .common import (
 from .terminal_text import printable, quoted
 
 TRACE_NEEDS = ("triples-query", "triples-write", "librarian")
+#: What a source line says when the document an edge or chunk came from was removed (tg-remove-library-document).
+SOURCE_REMOVED = "source removed (the document it came from is no longer loaded)"
 _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
 
 
@@ -141,7 +143,7 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
     from trustgraph_base.schema import LibrarianRequest
 
     from .trace_model import TraceIndex, build_trace, trace_type
-    from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples
+    from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples, removed_sources
 
     check_names(user, collection)
     check_trace_uri(uri)
@@ -161,11 +163,12 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
         labels = await LabelCache(conn, user, collection).resolve(iris_in_terms(
             [x for e in edges for x in (e.s, e.p, e.o)] + [t.o for t in triples
                                                           if t.p.value.endswith("/ns/entity")]))
-        chains = {}
+        chains, removed = {}, set()
         if show_provenance or fmt == "json":
             chains.update(await edge_chains(conn, user, collection, edges))
             chunks = [t.o.value for t in triples if t.p.value.endswith("/ns/selectedChunk")]
             chains.update(await chunk_chains(conn, user, collection, chunks))
+            removed = await removed_sources(conn, user, collection, edges, chunks, chains)
         answers = {}
         # only the trace's own answers: a (forged) trace may point tg:document at any document
         for doc in trace_answers([uri, *trace_questions(triples)], triples):
@@ -173,7 +176,7 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
                 operation="get-document-content", user=user, collection=collection, document_id=doc))
             if reply.error is None:
                 answers[doc] = reply.content.decode("utf-8", "replace")
-        trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains)
+        trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains, removed=removed)
     if fmt == "json":
         out_json(trace)
     else:
@@ -227,7 +230,9 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
                 lab = e["labels"] or {"s": "?", "p": "?", "o": "?"}
                 p(f"  {i}. ({lab['s']}, {lab['p']}, {lab['o']})")
                 p(f"     Reason: {e['reasoning']}")
-                if show_provenance:
+                if show_provenance and e.get("source_removed"):
+                    p(f"     Source: {SOURCE_REMOVED}")
+                elif show_provenance:
                     for chain in e["sources"] or [[]]:
                         p(f"     Source: {chain_text(chain) if chain else '(no extraction provenance found)'}")
             if focus["dropped"]:
@@ -248,7 +253,9 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
             p(f"Retrieved {exp['chunk_count']} chunk(s) from the document store")
             for c in exp["chunks"]:
                 p(f"  - {c['uri']}")
-                if c["chain"]:
+                if c.get("source_removed"):
+                    p(f"    Source: {SOURCE_REMOVED}")
+                elif c["chain"]:
                     p(f"    Source: {chain_text(c['chain'])}")
         if syn:
             p()

@@ -1,4 +1,4 @@
-"""tg-load-document, tg-load-turtle, tg-show-extraction-provenance, tg-quickstart.
+"""tg-load-document, tg-load-turtle, tg-quickstart.
 
 Loading a document stores it in the librarian (refused whole if it cannot be decoded), starts
 the pipeline, and follows its progress events with progress bars until every chunk is
@@ -19,7 +19,7 @@ import click
 
 from .common import (
     CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, err_line, error_line, exit_code_for,
-    out, out_json, quiet_logging, run_async,
+    out, quiet_logging, run_async,
 )
 from .terminal_text import clip, is_utf8, printable, quoted
 
@@ -52,6 +52,15 @@ class DocumentProgress:
             self.chunk_totals[ev.item_id] = ev.total
         elif ev.stage in self.done:
             self.done[ev.stage].add(ev.item_id)
+
+    def stages(self) -> str:
+        """How far each stage got: ``pages 40/300 chunked · extracted 95/120 · stored 90 · embedded 80``."""
+        if self.pages is None:
+            return "decoding"
+        total = f"/{self.chunks}" if self.chunks is not None else ""
+        embedded = min(len(self.done["graph-embedded"]), len(self.done["doc-embedded"]))
+        return (f"pages {len(self.chunk_totals)}/{self.pages} chunked · extracted {len(self.done['extracted'])}"
+                f"{total} · stored {len(self.done['stored'])} · embedded {embedded}")
 
     @property
     def complete(self) -> bool:
@@ -128,7 +137,7 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
                 continue
             n = s.chunks
             finished = min((len(s.done[st]) for st in CHUNK_STAGES), default=0)
-            label = "extracting" if n is None or finished < n else "done"
+            label = s.stages() if n is None or finished < n else "done"
             bars.update(tasks[ev.document_id], total=n, completed=finished,
                         description=f"{bar_name(ev.document_id)}: {label}")
     return failed
@@ -211,8 +220,9 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     from trustgraph_base.codec import encode
     from trustgraph_base.provenance.triples import validate_iri
     from trustgraph_flow.ingest.decoding import (
-        APPLICATION_PDF, DEFAULT_MAX, DecodeError, EmptyDocument, InvalidEncoding, decode_document, detect_kind,
+        DEFAULT_MAX, TEXT_KINDS, DecodeError, EmptyDocument, InvalidEncoding, decode_document,
     )
+    from trustgraph_flow.ingest.detection import detect
 
     shown = shown_path(path)
     if title is None:
@@ -225,10 +235,12 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     if not content:
         raise CliError(f"{shown} is empty (0 bytes)", EXIT_USAGE)
     try:
-        k = kind or detect_kind(path.name, content)
+        detected = detect(shown, content) if kind is None else None
     except ValueError as e:
-        raise CliError(f"{shown}: {e}", EXIT_USAGE) from None
-    if k != APPLICATION_PDF:  # text is checked here; the librarian checks a PDF as it stores it
+        raise CliError(str(e), EXIT_USAGE) from None
+    k = kind or detected.kind
+    if k in TEXT_KINDS:  # text is checked here; the librarian checks the other kinds as it stores them
+        encoding = encoding or (detected.encoding if detected is not None else None)
         try:
             decode_document(content, k, shown, DEFAULT_MAX, encoding=encoding)
         except InvalidEncoding as e:
@@ -238,8 +250,9 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
             raise CliError(str(e), EXIT_USAGE) from None
         except DecodeError as e:
             raise CliError(str(e), EXIT_FAILED) from None
-        if encoding:
-            content = content.decode(encoding).encode("utf-8")  # the librarian stores text as UTF-8
+        if encoding and encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig", "ascii"):
+            # the librarian stores text as UTF-8
+            content = content.decode(encoding).removeprefix("\ufeff").encode("utf-8")
     did = doc_id or document_id_for(content)
     try:
         validate_iri(did)
@@ -279,13 +292,15 @@ def _report_failures(failures: list[tuple[int, CliError]]) -> None:
 @click.command("tg-load-document", cls=TgCommand)
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--title", default=None, help="title (default: the file name); one file only")
-@click.option("--kind", default=None, help="MIME type (default: detected): text/plain, text/markdown, application/pdf")
-@click.option("--encoding", default=None, help="text encoding of text and Markdown files (default: UTF-8)")
+@click.option("--kind", default=None, help="override the type detected from the content: a MIME type or one of "
+                                           "text, markdown, pdf, html, csv, tsv, docx, pptx, xlsx, epub")
+@click.option("--encoding", default=None, help="text encoding of text files (default: UTF-8, else detected)")
 @click.option("--id", "doc_id", default=None, help="document IRI (default: derived from the content); one file only")
 @connection_options
 @run_async
 async def load_document(files, title, kind, encoding, doc_id, user, collection, target):
-    """Load text, Markdown or PDF documents: store, decode, chunk, extract (with provenance) and embed.
+    """Load documents (text, Markdown, PDF, HTML, DOCX, PPTX, XLSX, CSV/TSV, EPUB; the type is detected from the
+    content): store, decode, chunk, extract (with provenance) and embed.
 
     Every file is read and checked first; a file that is refused fails alone (its own ``Error:``
     line) and the others load completely; the exit code is then non-zero.
@@ -444,83 +459,6 @@ async def _next_or_fail(feed: ProgressFeed, timeout: float, name: str):
         return await feed.next(timeout)
     except ReceiveTimeout:
         raise CliError(f"no progress for {timeout:g} s while loading {name}; are the services running?", 3) from None
-
-
-@click.command("tg-show-extraction-provenance", cls=TgCommand)
-@click.argument("document_id")
-@click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree", show_default=True)
-@click.option("--show-content", is_flag=True, help="show the text of each chunk")
-@click.option("--max-content", type=click.IntRange(10, 100000), default=200, show_default=True)
-@connection_options
-@run_async
-async def show_extraction_provenance(document_id, fmt, show_content, max_content, user, collection, target):
-    """Show a document's extraction provenance: document → pages → chunks → extracted edges."""
-    from trustgraph_base.provenance import namespaces as ns
-    from trustgraph_base.provenance import uris
-    from trustgraph_base.rdf.terms import validate_iri
-    from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
-    from trustgraph_flow.retrieval.graph_rag.labels import term_label
-
-    from .traces import LabelCache, iris_in_terms, query
-
-    check_names(user, collection)
-    try:
-        validate_iri(document_id)
-    except ValueError as e:
-        raise CliError(f"invalid document id: {e}", EXIT_USAGE) from None
-    quiet_logging()
-    async with target.connect(("triples-query", "triples-write", "librarian")) as conn:
-        meta = (await conn.request("librarian", LibrarianRequest(operation="get-document-metadata", user=user,
-                                                                 collection=collection,
-                                                                 document_id=document_id))).document_metadata
-        pages = (await conn.request("librarian", LibrarianRequest(operation="list-children", user=user,
-                                                                  collection=collection,
-                                                                  document_id=document_id))).document_metadatas
-        tree = {"document": document_id, "title": meta.title, "kind": meta.kind, "pages": []}
-        contains = Term(IRI, ns.TG_CONTAINS)
-        all_edges = []
-        for page in sorted(pages, key=lambda m: m.title):
-            chunks = (await conn.request("librarian", LibrarianRequest(
-                operation="list-children", user=user, collection=collection,
-                document_id=page.id))).document_metadatas
-            chunks = sorted(chunks, key=lambda m: int(m.title.split()[-1]) if m.title.split()[-1].isdigit() else 0)
-            found = await query(conn, user, collection, [
-                TriplePattern(s=Term(IRI, uris.subgraph_uri(c.id)), p=contains, g=ns.GRAPH_SOURCE, limit=100000)
-                for c in chunks])
-            by_sg: dict[str, list] = {}
-            for t in found:
-                if t.o.type == TRIPLE:
-                    by_sg.setdefault(t.s.value, []).append(t.o.triple)
-            page_node = {"uri": page.id, "title": page.title, "chunks": []}
-            for c in chunks:
-                edges = by_sg.get(uris.subgraph_uri(c.id), [])
-                all_edges += edges
-                node = {"uri": c.id, "label": c.title, "edges": edges}
-                if show_content:
-                    content = (await conn.request("librarian", LibrarianRequest(
-                        operation="get-document-content", user=user, collection=collection,
-                        document_id=c.id))).content.decode("utf-8", "replace")
-                    node["content"] = content[:max_content]
-                page_node["chunks"].append(node)
-            tree["pages"].append(page_node)
-        labels = await LabelCache(conn, user, collection).resolve(
-            iris_in_terms([x for e in all_edges for x in (e.s, e.p, e.o)]))
-    for p in tree["pages"]:
-        for c in p["chunks"]:
-            c["edges"] = [{"s": term_label(e.s, labels), "p": term_label(e.p, labels), "o": term_label(e.o, labels),
-                           "uris": [e.s.value, e.p.value, e.o.value]} for e in c["edges"]]
-    if fmt == "json":
-        out_json(tree)
-        return
-    out(f"{tree['title']} ({tree['document']}, {tree['kind']})")
-    for p in tree["pages"]:
-        out(f"└─ {p['title']}  {p['uri']}")
-        for c in p["chunks"]:
-            out(f"   └─ {c['label']}  {c['uri']}  ({len(c['edges'])} edge(s))")
-            if show_content:
-                out(f"      \"{' '.join(c['content'].split())}\"")
-            for e in c["edges"]:
-                out(f"      • ({e['s']}, {e['p']}, {e['o']})")
 
 
 @click.command("tg-quickstart", cls=TgCommand)

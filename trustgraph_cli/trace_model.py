@@ -9,8 +9,8 @@ agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain
   message}`` or null).
 - graphrag: ``exploration {uri, edge_count, seed_entities[{uri, label}]}``, ``focus {uri,
   dropped, selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, sources[[{uri,
-  type, label}]]}]}``, ``synthesis {uri, document, answer, model}``.
-- docrag: ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type, label}]}]}``,
+  type, label}]], source_removed}]}``, ``synthesis {uri, document, answer, model}``.
+- docrag: ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type, label}], source_removed}]}``,
   ``synthesis {uri, document, answer, model}``.
 - agent: ``analyses[{uri, thought, action, arguments, observation, tool_error, sub_traces[...]}]``,
   ``conclusion {uri, answer, termination_reason}``.
@@ -18,7 +18,9 @@ agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain
   (an Error stage records how far the query got) or ``incomplete`` (neither: the query was cut
   short, e.g. the process running it was killed, so the trace stops at its last stored stage).
 Terms in ``edge`` are ``{"type": "iri"|"literal"|"triple"|"blank", "value", "datatype"?,
-"language"?}``.  Missing stages are null, never invented.
+"language"?}``.  Missing stages are null, never invented.  ``source_removed`` is true for an edge
+no loaded document supports any more (and that is gone from the knowledge graph) and for a chunk
+whose document was removed: the trace still shows what was used, and says its source is gone.
 """
 
 from __future__ import annotations
@@ -123,12 +125,13 @@ def _error(index: TraceIndex, stages: list[str]) -> dict | None:
 
 def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str] | None = None,
                 answers: Mapping[str, str] | None = None, chains: Mapping[str, list] | None = None,
-                _within: frozenset = frozenset()) -> dict:
+                removed: frozenset | set = frozenset(), _within: frozenset = frozenset()) -> dict:
     """The structured trace rooted at Question ``uri``.
 
     :param labels: IRI → ``rdfs:label`` for knowledge-graph terms (edge labels).
     :param answers: librarian document id → answer text.
     :param chains: canonical edge/chunk key → list of chains (lists of ``{uri, type, label}``).
+    :param removed: canonical edge keys and chunk URIs whose source document was removed.
     :param _within: the Questions this one is a sub-trace of (a stored cycle of sub-traces ends there).
     """
     index = triples if isinstance(triples, TraceIndex) else TraceIndex(triples)
@@ -142,11 +145,11 @@ def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str
         "time": index.text(uri, ns.PROV_STARTED_AT_TIME), "parent": parent.value if parent else None,
     }
     if kind == "graphrag":
-        out.update(_graphrag(index, uri, labels, answers, chains))
+        out.update(_graphrag(index, uri, labels, answers, chains, removed))
     elif kind == "docrag":
-        out.update(_docrag(index, uri, answers, chains))
+        out.update(_docrag(index, uri, answers, chains, removed))
     else:
-        out.update(_agent(index, uri, labels, answers, chains, _within | {uri}))
+        out.update(_agent(index, uri, labels, answers, chains, removed, _within | {uri}))
     out["status"] = trace_status(out)
     return out
 
@@ -191,7 +194,7 @@ def _synthesis(index: TraceIndex, syn: str, answers: Mapping[str, str]) -> dict:
     return {"uri": syn, "document": doc, "answer": answer, "model": index.text(syn, ns.TG_LLM_MODEL)}
 
 
-def _graphrag(index: TraceIndex, q: str, labels, answers, chains) -> dict:
+def _graphrag(index: TraceIndex, q: str, labels, answers, chains, removed) -> dict:
     exp = next(iter(index.derived(q, ns.TG_EXPLORATION)), None)
     focus = next(iter(index.derived(exp, ns.TG_FOCUS)), None) if exp else None
     syn = next(iter(index.derived(focus, ns.TG_SYNTHESIS)), None) if focus else None
@@ -206,12 +209,14 @@ def _graphrag(index: TraceIndex, q: str, labels, answers, chains) -> dict:
         for sel in sorted(sels, key=_natural):
             edge = index.one(sel, ns.TG_EDGE)
             item: dict[str, Any] = {"uri": sel, "edge": None, "labels": None,
-                                    "reasoning": index.text(sel, ns.TG_REASONING) or "", "sources": []}
+                                    "reasoning": index.text(sel, ns.TG_REASONING) or "", "sources": [],
+                                    "source_removed": False}
             if edge is not None and edge.type == TRIPLE:
                 t = edge.triple
                 item["edge"] = {"s": term_json(t.s), "p": term_json(t.p), "o": term_json(t.o)}
                 item["labels"] = {"s": _label(t.s, labels), "p": _label(t.p, labels), "o": _label(t.o, labels)}
                 item["sources"] = chains.get(serialize_term(edge), [])
+                item["source_removed"] = serialize_term(edge) in removed
             selected.append(item)
         out["focus"] = {"uri": focus, "dropped": index.integer(focus, ns.TG_DROPPED_COUNT) or 0,
                         "selected_edges": selected}
@@ -221,7 +226,7 @@ def _graphrag(index: TraceIndex, q: str, labels, answers, chains) -> dict:
     return out
 
 
-def _docrag(index: TraceIndex, q: str, answers, chains) -> dict:
+def _docrag(index: TraceIndex, q: str, answers, chains, removed) -> dict:
     exp = next(iter(index.derived(q, ns.TG_EXPLORATION)), None)
     syn = next(iter(index.derived(exp, ns.TG_SYNTHESIS)), None) if exp else None
     out: dict[str, Any] = {"exploration": None, "synthesis": None}
@@ -229,14 +234,15 @@ def _docrag(index: TraceIndex, q: str, answers, chains) -> dict:
         chunks = [o.value for o in index.props.get(exp, {}).get(ns.TG_SELECTED_CHUNK, []) if o.type == IRI]
         out["exploration"] = {
             "uri": exp, "chunk_count": index.integer(exp, ns.TG_CHUNK_COUNT),
-            "chunks": [{"uri": c, "chain": (chains.get(c) or [[]])[0]} for c in chunks]}
+            "chunks": [{"uri": c, "chain": (chains.get(c) or [[]])[0], "source_removed": c in removed}
+                       for c in chunks]}
     if syn:
         out["synthesis"] = _synthesis(index, syn, answers)
     out["error"] = _error(index, [s for s in (exp, q) if s])
     return out
 
 
-def _agent(index: TraceIndex, q: str, labels, answers, chains, within: frozenset) -> dict:
+def _agent(index: TraceIndex, q: str, labels, answers, chains, removed, within: frozenset) -> dict:
     analyses, conclusion, node, seen = [], None, q, set()
     while node and node not in seen:
         seen.add(node)
@@ -249,7 +255,8 @@ def _agent(index: TraceIndex, q: str, labels, answers, chains, within: frozenset
                     parsed = json.loads(args) if args else {}
                 except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                     parsed = args
-                subs = [build_trace(index, s, labels=labels, answers=answers, chains=chains, _within=within)
+                subs = [build_trace(index, s, labels=labels, answers=answers, chains=chains, removed=removed,
+                                    _within=within)
                         for s in index.derived(child) if trace_type(index, s) and s not in within
                         and len(within) < MAX_SUBTRACE_DEPTH]
                 analyses.append({"uri": child, "thought": index.text(child, ns.TG_THOUGHT),

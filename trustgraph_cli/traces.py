@@ -108,6 +108,20 @@ async def chunk_chains(conn: Connection, user: str, collection: str, chunks: lis
     return out
 
 
+async def removed_sources(conn: Connection, user: str, collection: str, edges: list[Triple], chunks: list[str],
+                          chains: dict[str, list]) -> set[str]:
+    """Canonical edge keys and chunk URIs of a trace whose source is gone: an edge without a source chain that is
+    no longer in the knowledge graph (the documents it was extracted from were removed), a chunk that is no longer
+    in the extraction provenance.  An edge that is in the graph without a chain was loaded, not extracted."""
+    missing = [e for e in edges if not chains.get(serialize_term(Term(TRIPLE, triple=Triple(e.s, e.p, e.o))))]
+    found = await query(conn, user, collection, [TriplePattern(s=e.s, p=e.p, o=e.o, g="", limit=1) for e in missing])
+    present = {serialize_term(Term(TRIPLE, triple=Triple(t.s, t.p, t.o))) for t in found}
+    gone = {k for k in (serialize_term(Term(TRIPLE, triple=Triple(e.s, e.p, e.o))) for e in missing)
+            if k not in present}
+    gone.update(c for c in chunks if not any(link.get("type") for chain in chains.get(c, []) for link in chain))
+    return gone
+
+
 def chain_text(chain: list[dict]) -> str:
     """``Chunk 3 → Page 2 → The Curies`` (the subgraph link is left out)."""
     parts = [l["label"] or l["uri"] for l in chain if l.get("type") != "subgraph"]

@@ -113,8 +113,8 @@ def bad_files(tmp_path):
     pdf.output(str(files["encrypted"]))
     files["broken"] = tmp_path / "broken.pdf"
     files["broken"].write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\n")
-    files["unknown"] = tmp_path / "notes.xyz"
-    files["unknown"].write_text("Lise Meitner discovered nuclear fission.")
+    files["unknown"] = tmp_path / "notes.txt"  # the extension is only a hint: the content is an image
+    files["unknown"].write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
     files["zip"] = tmp_path / "slides.pptx"
     files["zip"].write_bytes(b"PK\x03\x04 not really a presentation")
     files["turtle"] = tmp_path / "broken.ttl"
@@ -124,10 +124,10 @@ def bad_files(tmp_path):
 
 @pytest.mark.parametrize("kind, code, contains", [
     ("empty", EXIT_USAGE, "is empty"),
-    ("binary", EXIT_FAILED, "binary"),
+    ("binary", EXIT_USAGE, "is binary data of an unknown format"),
     ("encrypted", EXIT_FAILED, "encrypted"),
     ("broken", EXIT_FAILED, "PDF"),
-    ("unknown", EXIT_USAGE, "unsupported file type"),
+    ("unknown", EXIT_USAGE, "notes.txt is a PNG image"),
     ("zip", EXIT_USAGE, "ZIP archive"),
 ])
 def test_load_of_bad_files_is_refused_whole(deployment, bad_files, kind, code, contains):

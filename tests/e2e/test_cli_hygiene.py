@@ -118,7 +118,7 @@ def test_echoed_input_is_clipped(tmp_path):
 @pytest.mark.parametrize("name", ["a\x1b[2J\r.xyz", "a\n[synthesis] urn:fake.xyz"])
 def test_control_characters_in_error_lines_are_escaped(tmp_path, name):
     path = tmp_path / name
-    path.write_text("Lise Meitner discovered nuclear fission.\n")
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))  # refused by its content, named in the error
     r = run_cli("tg-load-document", str(path), env=base_env({"TG_HOME": str(tmp_path / "home")}), timeout=60)
     assert_clean_failure(r, EXIT_USAGE, contains="unsupported file type")
     assert_safe_output(r)
@@ -299,7 +299,7 @@ def test_several_files_one_refused_the_others_load_completely(deployment, tmp_pa
     files = [good1, _encrypted_pdf(tmp_path / "locked.pdf"), good2]
     if unsupported:
         files.append(tmp_path / "notes.xyz")
-        files[-1].write_text("Nothing to see.\n")
+        files[-1].write_bytes(b"GIF89a" + bytes(100))
     r = d.run("tg-load-document", "-C", collection, *map(str, files), timeout=300)
     assert r.returncode == EXIT_FAILED, r.explain()  # the common code (1), or 1 when the codes differ (1 and 2)
     errors = [line for line in r.stderr_lines if line.startswith("Error: ")]

@@ -240,14 +240,16 @@ def test_turtle_and_trig_exports_cannot_be_injected(query, label, reasoning):
 # ------------------------------------------------------------------------------------------ the CLI
 
 def _commands():
-    from trustgraph_cli import explain, invoke, load
+    from trustgraph_cli import explain, invoke, library, load
 
     return {"tg-list-explain-traces": explain.list_traces, "tg-show-explain-trace": explain.show_trace,
             "tg-delete-explain-trace": explain.delete_trace, "tg-prune-explain-traces": explain.prune_traces,
             "tg-invoke-graph-rag": invoke.graph_rag, "tg-invoke-document-rag": invoke.document_rag,
             "tg-invoke-agent": invoke.agent, "tg-load-document": load.load_document,
-            "tg-load-turtle": load.load_turtle, "tg-show-extraction-provenance": load.show_extraction_provenance,
-            "tg-quickstart": load.quickstart}
+            "tg-load-turtle": load.load_turtle, "tg-show-extraction-provenance": library.show_extraction_provenance,
+            "tg-show-document-hierarchy": library.show_document_hierarchy,
+            "tg-show-library-documents": library.show_library_documents,
+            "tg-remove-library-document": library.remove_library_document, "tg-quickstart": load.quickstart}
 
 
 COMMANDS = _commands()

@@ -116,9 +116,11 @@ async def test_every_edge_resolves_to_chunk_page_document(deployment):
 @pytest.mark.parametrize("name,kind,content,reason", [
     ("empty.txt", "text/plain", b"", "empty"),
     ("noise.txt", "text/plain", bytes(range(256)) * 40, "binary"),
-    ("latin1.txt", "text/plain", "caf\xe9 cr\xe8me".encode("latin-1"), "UTF-8"),
+    ("damaged.txt", "text/plain", "café crème".encode("utf-8") + b" \xff\xfe", "UTF-8"),
     ("broken.pdf", "application/pdf", b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog", "PDF"),
     ("thing.xyz", "application/x-unknown", b"hello", "kind"),
+    ("image.txt", "", b"\x89PNG\r\n\x1a\n" + bytes(64), "PNG image"),
+    ("slides.pptx", "", b"PK\x03\x04 not really a presentation", "damaged ZIP"),
 ])
 async def test_bad_documents_are_refused_whole(deployment, name, kind, content, reason):
     user, coll = deployment.user, f"bad-{uuid.uuid4().hex[:6]}"

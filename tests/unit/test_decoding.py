@@ -1,4 +1,5 @@
-"""Decoding documents into pages: the three supported kinds and every kind of bad input."""
+"""Decoding documents into pages: text, Markdown and PDF, and every kind of bad input (the other formats and
+detection by content: ``test_formats.py``)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,8 @@ def test_utf16_with_explicit_encoding_is_not_taken_for_binary():
     ("paper.pdf", b"%PDF-1.7 ...", "application/pdf"),
     ("misnamed.txt", b"%PDF-1.4 ...", "application/pdf"),
     ("README", b"plain words without an extension", "text/plain"),
+    ("data.xyz", b"some text", "text/plain"),
+    ("LICENSE", b"Apache License\n   1. Definitions.\n   2. Grant of Copyright License.\n", "text/plain"),
 ])
 def test_detect_kind(filename, content, kind):
     assert detect_kind(filename, content) == kind
@@ -110,8 +113,8 @@ def test_detect_kind(filename, content, kind):
 @pytest.mark.parametrize("filename, content, words", [
     ("report.docx", b"PK\x03\x04rest-of-zip", "ZIP archive"),
     ("picture.png", b"\x89PNG\r\n\x1a\n....", "PNG image"),
-    ("data.xyz", b"some text", "'.xyz'"),
-    ("blob", b"\x00\x01\x02\x03binary", "does not look like text"),
+    ("notes.txt", b"\x89PNG\r\n\x1a\n....", "PNG image"),
+    ("blob", b"\x00\x01\x02\x03binary", "binary data"),
 ])
 def test_detect_kind_refuses_unknown_types_by_name(filename, content, words):
     with pytest.raises(UnknownKind) as info:
@@ -222,7 +225,8 @@ def test_pdf_without_any_text():
 
 
 def test_error_classes_carry_distinct_reasons_and_are_value_errors():
-    classes = [EmptyDocument, DocumentTooLarge, UnknownKind, BinaryContent, InvalidEncoding, EncryptedPdf, BrokenPdf]
+    classes = [EmptyDocument, DocumentTooLarge, UnknownKind, BinaryContent, InvalidEncoding, EncryptedPdf, BrokenPdf,
+               decoding.BrokenDocument]
     assert len({cls.reason for cls in classes}) == len(classes)
     assert all(issubclass(cls, DecodeError) and issubclass(cls, ValueError) for cls in classes)
 
@@ -232,8 +236,12 @@ def test_content_must_be_bytes():
         decode_document("a str", "text/plain")  # type: ignore[arg-type]
 
 
-def test_supported_kinds_are_exactly_three():
-    assert decoding.SUPPORTED_KINDS == ("text/plain", "text/markdown", "application/pdf")
+def test_supported_kinds():
+    assert set(decoding.SUPPORTED_KINDS) == {
+        "text/plain", "text/markdown", "application/pdf", "text/html", "text/csv", "text/tab-separated-values",
+        "application/epub+zip", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 
 
 def test_damage_is_detected_whatever_the_root_log_level():

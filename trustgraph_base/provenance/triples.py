@@ -256,11 +256,12 @@ def document_triples(doc_uri: str, title: str, mime_type: str = "", page_count: 
     return out
 
 
-def page_triples(page_uri: str, doc_uri: str, page_number: int, *, activity_uri: str = "",
+def page_triples(page_uri: str, doc_uri: str, page_number: int, *, activity_uri: str = "", label: str = "",
                  graph: str = ns.GRAPH_SOURCE) -> list[Triple]:
+    """A Page of a document; ``label`` names its unit (``Slide 3: Results``; default ``Page <number>``)."""
     p = _iri(page_uri)
     out = _types(p, graph, ns.PROV_ENTITY, ns.TG_PAGE_TYPE)
-    out.append(Triple(p, LABEL, _text(f"Page {page_number}"), graph))
+    out.append(Triple(p, LABEL, _text(label or f"Page {page_number}"), graph))
     out.append(Triple(p, _c(ns.TG_PAGE_NUMBER), _int(page_number), graph))
     out.append(Triple(p, _c(ns.PROV_WAS_DERIVED_FROM), _iri(doc_uri), graph))
     if activity_uri:

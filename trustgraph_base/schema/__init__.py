@@ -15,7 +15,9 @@ from .query import (
     TraceClaimResponse, TraceListRequest, TraceListResponse,
     TraceSummary, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
 )
-from .library import DocumentMetadata, LibrarianRequest, LibrarianResponse, StoredAnswer
+from .library import (
+    DocumentMetadata, DocumentRemoval, DocumentSummary, LibrarianRequest, LibrarianResponse, StoredAnswer,
+)
 from .models import (
     EmbeddingsRequest, EmbeddingsResponse, PromptRequest, PromptResponse,
     TextCompletionRequest, TextCompletionResponse,

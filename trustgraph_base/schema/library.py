@@ -37,8 +37,9 @@ class LibrarianRequest:
 
     ``operation`` is one of ``add-document``, ``add-child-document``, ``get-document-metadata``,
     ``get-document-content``, ``stream-document``, ``list-documents``, ``list-children``,
-    ``remove-document``, ``process-document``, ``find-document`` (which of the user's collections
-    hold ``document_id``; ``collection`` is not used).
+    ``remove-document``, ``process-document``, ``list-library`` (source documents with their page and chunk
+    counts), ``find-document`` (which of the user's collections hold ``document_id``; ``collection`` is
+    not used).
     """
 
     operation: str = ""
@@ -54,6 +55,30 @@ class LibrarianRequest:
 
 
 @dataclass
+class DocumentRemoval:
+    """What removing a source document removed (``remove-document``), and the extracted edges it left because
+    another document supports them."""
+
+    documents: int = 0
+    pages: int = 0
+    chunks: int = 0
+    knowledge_triples: int = 0
+    kept_triples: int = 0
+    provenance_triples: int = 0
+    chunk_vectors: int = 0
+    entity_vectors: int = 0
+
+
+@dataclass
+class DocumentSummary:
+    """A source document as ``list-library`` lists it: its metadata and how many pages and chunks it has."""
+
+    metadata: DocumentMetadata | None = None
+    pages: int = 0
+    chunks: int = 0
+
+
+@dataclass
 class LibrarianResponse:
     error: Error | None = None
     document_metadata: DocumentMetadata | None = None
@@ -64,6 +89,8 @@ class LibrarianResponse:
     removed: int = 0
     is_final: bool = True
     collections: list[str] = field(default_factory=list)
+    removal: DocumentRemoval | None = None
+    summaries: list[DocumentSummary] = field(default_factory=list)
 
 
 @dataclass

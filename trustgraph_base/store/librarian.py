@@ -122,6 +122,11 @@ class LibrarianStore(Protocol):
         """Remove a document (and all its descendants); returns how many documents were removed."""
         ...
 
+    def count_descendants(self, user: str, collection: str, document_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """``id → (children, grandchildren)`` of each document (a source's pages and chunks), read from the
+        parent index: one look-up per document and child, never a scan of the collection."""
+        ...
+
     def delete_collection(self, user: str, collection: str) -> int:
         """Remove every document and part of one collection (others untouched); returns how many documents."""
         ...

@@ -1,74 +1,77 @@
 """Turn the bytes of a source document into page texts, or fail with a clear reason.
 
 The decoder is the first stage of ingestion, so it is where bad input must be caught:
-an empty file, binary garbage sent as text, an encrypted or broken PDF, text that is not
-valid UTF-8, an unsupported file type or a document over the size limit each raise a
-:class:`DecodeError` subclass naming the problem.  Decoding is all-or-nothing: on error no
-page is returned, so nothing half-decoded can be stored.
+an empty file, binary garbage sent as text, an encrypted or broken PDF, a damaged office
+file, text whose encoding cannot be told, an unsupported file type or a document over the
+size limit each raise a :class:`DecodeError` subclass naming the problem.  Decoding is
+all-or-nothing: on error no page is returned, so nothing half-decoded can be stored.
 
-Kinds: ``text/plain`` and ``text/markdown`` give one page holding the whole text (Markdown
-is kept verbatim: headings stay as lines); ``application/pdf`` gives one page per PDF page,
-extracted with pypdf, empty pages kept with empty text so numbering matches the PDF.
+What a document is, is told by its content (:mod:`.detection`); the file name's extension
+is only a hint.  Each kind keeps its natural page unit, which becomes the Page of the
+extraction provenance (its ``label``), so a ``Source:`` line says where an edge came from:
+
+=============================  =======================================================
+kind                           pages
+=============================  =======================================================
+``text/plain``, ``text/markdown``  one page holding the whole text (Markdown verbatim)
+``application/pdf``            one per PDF page (``Page 3``), blank pages kept
+``text/html``                  the main content (boilerplate dropped), one per section
+                               starting at an ``h1``/``h2`` heading (``Section 2: Radium``)
+DOCX                           one per section starting at a Title / Heading 1 / Heading 2
+PPTX                           one per slide (``Slide 4: Results``), notes included
+XLSX                           one per worksheet (``Sheet: Elements``), a row per line
+``text/csv``, TSV              one page, a row per line
+EPUB                           one per chapter of the reading order (``Chapter 2: …``)
+=============================  =======================================================
+
+The converters are maintained libraries (pypdf, readability-lxml with Beautiful Soup,
+python-docx, python-pptx, openpyxl, EbookLib), imported only when a document of their kind
+is decoded (see :mod:`.formats`).
 """
 
 from __future__ import annotations
 
-import io
-import logging
-import os
 from dataclasses import dataclass
-
-import pypdf
-from pypdf.errors import PyPdfError
 
 TEXT_PLAIN = "text/plain"
 TEXT_MARKDOWN = "text/markdown"
 APPLICATION_PDF = "application/pdf"
-SUPPORTED_KINDS = (TEXT_PLAIN, TEXT_MARKDOWN, APPLICATION_PDF)
+TEXT_HTML = "text/html"
+TEXT_CSV = "text/csv"
+TEXT_TSV = "text/tab-separated-values"
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+EPUB = "application/epub+zip"
+SUPPORTED_KINDS = (TEXT_PLAIN, TEXT_MARKDOWN, APPLICATION_PDF, TEXT_HTML, TEXT_CSV, TEXT_TSV, DOCX, PPTX, XLSX,
+                   EPUB)
+#: Kinds whose content is text (stored as UTF-8 by ``tg-load-document``).
+TEXT_KINDS = (TEXT_PLAIN, TEXT_MARKDOWN, TEXT_HTML, TEXT_CSV, TEXT_TSV)
+#: How messages name each kind.
+KIND_NAMES = {
+    TEXT_PLAIN: "text", TEXT_MARKDOWN: "Markdown", APPLICATION_PDF: "PDF", TEXT_HTML: "HTML", TEXT_CSV: "CSV",
+    TEXT_TSV: "TSV", DOCX: "Word (DOCX)", PPTX: "PowerPoint (PPTX)", XLSX: "Excel (XLSX)", EPUB: "EPUB",
+}
+#: What ``--kind`` and the librarian accept besides the MIME types: short names and common aliases.
+_KIND_ALIASES = {
+    "text": TEXT_PLAIN, "txt": TEXT_PLAIN, "markdown": TEXT_MARKDOWN, "md": TEXT_MARKDOWN,
+    "text/x-markdown": TEXT_MARKDOWN, "text/md": TEXT_MARKDOWN, "pdf": APPLICATION_PDF,
+    "application/x-pdf": APPLICATION_PDF, "html": TEXT_HTML, "htm": TEXT_HTML, "application/xhtml+xml": TEXT_HTML,
+    "csv": TEXT_CSV, "tsv": TEXT_TSV, "text/tsv": TEXT_TSV, "docx": DOCX, "pptx": PPTX, "xlsx": XLSX, "epub": EPUB,
+}
 
 #: Default size limit of one document: 10 MiB.
 DEFAULT_MAX = 10 * 1024 * 1024
 
-#: Share of control characters above which "text" is taken to be binary data.
-MAX_CONTROL_RATIO = 0.05
-
-_KIND_ALIASES = {
-    "text/x-markdown": TEXT_MARKDOWN,
-    "text/md": TEXT_MARKDOWN,
-    "application/x-pdf": APPLICATION_PDF,
-}
-_EXTENSIONS = {
-    ".txt": TEXT_PLAIN,
-    ".text": TEXT_PLAIN,
-    ".md": TEXT_MARKDOWN,
-    ".markdown": TEXT_MARKDOWN,
-    ".pdf": APPLICATION_PDF,
-}
-#: Magic bytes of common formats we do not decode, so the error can name what was sent.
-_FOREIGN_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
-    (b"PK\x03\x04", "a ZIP archive (or a DOCX/XLSX/ODT office file)"),
-    (b"\x1f\x8b", "a gzip archive"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Microsoft Office file"),
-    (b"\x7fELF", "an ELF executable"),
-    (b"{\\rtf", "an RTF document"),
-)
-# Control bytes that never occur in ordinary text (tab, LF, FF, CR are fine).
-_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13)) + b"\x7f"
-_CONTROL_CHARS = {b: None for b in _CONTROL_BYTES}
-
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True, slots=True)
 class DecodedPage:
-    """One page of decoded text; ``page_number`` counts from 1."""
+    """One page of decoded text; ``page_number`` counts from 1; ``label`` names the unit
+    (``Slide 3: Results``; empty means ``Page <number>``)."""
 
     page_number: int
     text: str
+    label: str = ""
 
 
 class DecodeError(ValueError):
@@ -105,51 +108,40 @@ class BrokenPdf(DecodeError):
     reason = "broken-pdf"
 
 
-def normalize_kind(kind: str) -> str:
-    """Canonical MIME kind for ``kind`` (lower case, parameters dropped, aliases mapped).
+class BrokenDocument(DecodeError):
+    """An office file, e-book, web page or table that its converter cannot read."""
 
-    :param kind: a MIME type such as ``"text/markdown; charset=utf-8"``.
+    reason = "broken-document"
+
+
+def supported_text() -> str:
+    """The supported kinds as messages list them."""
+    return ", ".join(KIND_NAMES[k] for k in SUPPORTED_KINDS)
+
+
+def normalize_kind(kind: str) -> str:
+    """Canonical MIME kind for ``kind`` (lower case, parameters dropped, aliases and short names mapped).
+
+    :param kind: a MIME type such as ``"text/markdown; charset=utf-8"``, or a short name (``docx``).
     :returns: one of :data:`SUPPORTED_KINDS`.
     :raises UnknownKind: for anything else.
     """
     base = (kind or "").split(";", 1)[0].strip().lower()
     base = _KIND_ALIASES.get(base, base)
     if base not in SUPPORTED_KINDS:
-        raise UnknownKind(
-            f"unsupported document kind {kind!r}; supported kinds are {', '.join(SUPPORTED_KINDS)}"
-        )
+        raise UnknownKind(f"unsupported document kind {kind!r}; supported kinds are {', '.join(SUPPORTED_KINDS)} "
+                          f"(or the short names {', '.join(sorted(a for a in _KIND_ALIASES if '/' not in a))})")
     return base
 
 
 def detect_kind(filename: str, content: bytes) -> str:
-    """Guess a document's kind from its magic bytes, then its file extension.
+    """A document's kind, told by its content (the extension of ``filename`` is only a hint).
 
-    A PDF is recognised by ``%PDF-`` whatever its name; known binary formats (images,
-    archives, office files) are refused by name; ``.txt``/``.md``/``.pdf`` map to their
-    kinds; a file without an extension is plain text when its bytes look like text.
-
-    :param filename: the file's name (only its extension is used).
-    :param content: the file's bytes.
-    :returns: one of :data:`SUPPORTED_KINDS`.
-    :raises UnknownKind: when the type is unsupported or cannot be told.
+    :raises UnknownKind: naming what the content is when that is not supported.
     """
-    head = content[:1024]
-    if head.lstrip()[:5] == b"%PDF-":
-        return APPLICATION_PDF
-    for magic, what in _FOREIGN_MAGIC:
-        if head.startswith(magic):
-            raise UnknownKind(f"{filename or 'the document'} is {what}, which cannot be ingested; "
-                              f"supported kinds are {', '.join(SUPPORTED_KINDS)}")
-    extension = os.path.splitext(filename or "")[1].lower()
-    if extension in _EXTENSIONS:
-        return _EXTENSIONS[extension]
-    if extension:
-        raise UnknownKind(f"unsupported file type {extension!r} ({filename}); "
-                          f"supported extensions are {', '.join(sorted(_EXTENSIONS))}")
-    if content and b"\x00" not in head and _control_ratio(head) <= MAX_CONTROL_RATIO:
-        return TEXT_PLAIN
-    raise UnknownKind(f"cannot tell the type of {filename or 'the document'}: no known extension "
-                      f"and the content does not look like text")
+    from .detection import detect
+
+    return detect(filename, content).kind
 
 
 def decode_document(content: bytes, kind: str, filename: str = "", max_bytes: int = DEFAULT_MAX,
@@ -159,13 +151,15 @@ def decode_document(content: bytes, kind: str, filename: str = "", max_bytes: in
     :param content: the document's bytes.
     :param kind: its MIME kind (see :data:`SUPPORTED_KINDS`); ``""`` means detect it with
         :func:`detect_kind`.
-    :param filename: the file's name, used in messages and for detection.
+    :param filename: the file's name, used in messages and as a detection hint.
     :param max_bytes: size limit; larger documents are refused before any parsing.
-    :param encoding: text encoding override for text kinds (default: strict UTF-8, a BOM
-        allowed).
+    :param encoding: text encoding override for text kinds (default: UTF-8, a BOM allowed,
+        else the encoding detected from the bytes).
     :returns: the pages, numbered from 1.
     :raises DecodeError: (a subclass naming the problem) when the document cannot be decoded.
     """
+    from .formats import decoder_for
+
     if not isinstance(content, (bytes, bytearray, memoryview)):
         raise DecodeError(f"document content must be bytes, not {type(content).__name__}")
     content = bytes(content)
@@ -178,141 +172,11 @@ def decode_document(content: bytes, kind: str, filename: str = "", max_bytes: in
     if not content:
         raise EmptyDocument(f"{name} is empty (0 bytes)")
     kind = detect_kind(filename, content) if not kind else normalize_kind(kind)
-    if kind == APPLICATION_PDF:
-        return _decode_pdf(content, name)
-    return [DecodedPage(1, _decode_text(content, name, encoding))]
+    pages = decoder_for(kind)(content, name, encoding)
+    if not any(page.text.strip() for page in pages):
+        raise EmptyDocument(f"{name} holds no text ({KIND_NAMES[kind]}, {len(pages)} page(s) without any)")
+    return pages
 
 
 def _mib(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
-
-
-def _control_ratio(data: bytes) -> float:
-    if not data:
-        return 0.0
-    remaining = data.translate(None, _CONTROL_BYTES)
-    return (len(data) - len(remaining)) / len(data)
-
-
-def _decode_text(content: bytes, name: str, encoding: str | None) -> str:
-    if content.lstrip()[:5] == b"%PDF-":
-        raise BinaryContent(f"{name} was given as text but is a PDF; send it as {APPLICATION_PDF}")
-    wide = (encoding or "").lower().replace("-", "").replace("_", "") in _WIDE_ENCODINGS
-    if not wide:  # in byte-oriented encodings a NUL or a control byte is a control character
-        nul = content.find(b"\x00")
-        if nul >= 0:
-            raise BinaryContent(f"{name} looks like binary data, not text: it contains a NUL byte at offset {nul}")
-        _check_controls(len(content), len(content) - len(content.translate(None, _CONTROL_BYTES)), name)
-    if encoding is None:
-        text = _decode_utf8(content, name)
-    else:
-        try:
-            text = content.decode(encoding)
-        except LookupError:
-            raise InvalidEncoding(f"unknown text encoding {encoding!r} for {name}") from None
-        except UnicodeDecodeError as exc:
-            raise InvalidEncoding(f"{name} is not valid {encoding}: byte 0x{content[exc.start]:02x} at offset "
-                                  f"{exc.start} cannot be decoded ({exc.reason})") from None
-        if wide:
-            _check_controls(len(text), len(text) - len(text.translate(_CONTROL_CHARS)), name)
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    if not text.strip():
-        raise EmptyDocument(f"{name} contains only whitespace")
-    return text
-
-
-def _check_controls(total: int, controls: int, name: str) -> None:
-    if total and controls / total > MAX_CONTROL_RATIO:
-        raise BinaryContent(f"{name} looks like binary data, not text: {controls:,} of its {total:,} "
-                            f"characters are control characters")
-
-
-_WIDE_ENCODINGS = {"utf16", "utf16le", "utf16be", "utf32", "utf32le", "utf32be"}
-
-
-def _decode_utf8(content: bytes, name: str) -> str:
-    try:
-        return content.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        # no remedy named here: each caller names its own (tg-load-document: --encoding)
-        raise InvalidEncoding(
-            f"{name} is not valid UTF-8: byte 0x{content[exc.start]:02x} at offset {exc.start} ({exc.reason})"
-        ) from None
-
-
-class _CollectWarnings(logging.Handler):
-    """Collects what pypdf logs while it repairs a damaged file, so the error can say what was wrong."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-#: pypdf reports the damage it repairs as warnings; they are collected (see :class:`_CollectWarnings`)
-#: whatever level the application gives the root logger, and summarised in one warning of ours.
-_PYPDF_LOG = logging.getLogger("pypdf")
-_PYPDF_LOG.setLevel(logging.WARNING)
-_PYPDF_LOG.propagate = False
-
-
-def _decode_pdf(content: bytes, name: str) -> list[DecodedPage]:
-    if not content.lstrip()[:5] == b"%PDF-":
-        raise BrokenPdf(f"{name} is not a PDF: it does not start with %PDF-")
-    if b"%%EOF" not in content[-2048:]:
-        raise BrokenPdf(f"{name} is a truncated or broken PDF: there is no %%EOF marker at its end")
-    collector = _CollectWarnings()
-    pypdf_log = _PYPDF_LOG
-    pypdf_log.addHandler(collector)
-    try:
-        pages = _read_pdf_pages(content, name)
-    finally:
-        pypdf_log.removeHandler(collector)
-    if not any(page.text.strip() for page in pages):
-        if collector.messages:
-            raise BrokenPdf(f"{name} is a broken PDF: no text could be read "
-                            f"({'; '.join(collector.messages[:3])})")
-        raise EmptyDocument(f"{name} has {len(pages)} page(s) but no extractable text "
-                            f"(a scanned PDF? OCR is not supported)")
-    if collector.messages:
-        log.warning("%s: pypdf repaired problems while reading: %s", name, "; ".join(collector.messages[:3]))
-    return pages
-
-
-def _read_pdf_pages(content: bytes, name: str) -> list[DecodedPage]:
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(content), strict=False)
-        if reader.is_encrypted:
-            _open_encrypted(reader, name)
-        page_count = len(reader.pages)
-    except DecodeError:
-        raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError,
-            RecursionError, OSError, AssertionError) as exc:
-        raise BrokenPdf(f"{name} is a broken PDF: {type(exc).__name__}: {exc}") from None
-    if page_count == 0:
-        raise BrokenPdf(f"{name} is a PDF without pages")
-    pages = []
-    for number in range(1, page_count + 1):
-        try:
-            text = reader.pages[number - 1].extract_text() or ""
-        except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError,
-                RecursionError, OSError, AssertionError, ZeroDivisionError) as exc:
-            raise BrokenPdf(f"{name}: page {number} of {page_count} cannot be read: "
-                            f"{type(exc).__name__}: {exc}") from None
-        pages.append(DecodedPage(number, text))
-    return pages
-
-
-def _open_encrypted(reader: pypdf.PdfReader, name: str) -> None:
-    """Open a PDF encrypted with an empty user password; refuse any other encrypted PDF."""
-    try:
-        opened = reader.decrypt("")
-    except PyPdfError as exc:  # e.g. AES without a crypto library
-        raise EncryptedPdf(f"{name} is an encrypted PDF and cannot be opened ({exc}); "
-                           f"decrypt it and load it again") from None
-    if not opened:
-        raise EncryptedPdf(f"{name} is an encrypted PDF protected by a password; "
-                           f"decrypt it and load it again")

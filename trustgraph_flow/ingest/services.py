@@ -42,6 +42,9 @@ from .extraction import (
 
 log = logging.getLogger(__name__)
 
+#: Chunks of one page the chunker stores in the librarian at once.
+CHUNK_WRITES = 16
+
 
 class _Stage(Processor):
     """Shared wiring: librarian client, triples-store producer, progress producer."""
@@ -68,7 +71,11 @@ class _Stage(Processor):
 
 
 class DecoderService(_Stage):
-    """Decodes a stored document (text, Markdown, PDF) into pages."""
+    """Decodes a stored document (any supported kind, see :mod:`.decoding`) into pages.
+
+    Pages go on as soon as each is stored, so chunking and extraction of the first pages of a
+    long document run while the later ones are still being stored.
+    """
 
     default_id = "decoder"
 
@@ -85,7 +92,10 @@ class DecoderService(_Stage):
             async for resp in self.client("librarian").stream(LibrarianRequest(
                     operation="stream-document", user=meta.user, collection=meta.collection, document_id=doc_id)):
                 parts.append(raise_on_error("librarian", resp).content)
-            pages = await asyncio.to_thread(decode_document, b"".join(parts), msg.kind, msg.title)
+            content = b"".join(parts)
+            del parts
+            pages = await asyncio.to_thread(decode_document, content, msg.kind, msg.title)
+            del content
         except ValueError as e:  # bad content: tell the loader, then dead-letter (no retry helps)
             await self.progress(meta, doc_id, "decoded", error=str(e))
             raise
@@ -94,19 +104,27 @@ class DecoderService(_Stage):
         prov = document_triples(doc_uri, msg.title, msg.kind, len(pages))
         prov += activity_triples(activity, "decoder", __version__, used_uri=doc_uri)
         for page in pages:
-            p_uri = uris.page_uri(doc_uri, page.page_number)
-            prov += page_triples(p_uri, doc_uri, page.page_number, activity_uri=activity)
-            await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
-                                 document_id=doc_id, content=page.text.encode("utf-8"),
-                                 document_metadata=DocumentMetadata(id=p_uri, kind="text/plain",
-                                                                    title=f"{msg.title} page {page.page_number}",
-                                                                    parent_id=doc_id, document_type=PAGE))
+            prov += page_triples(uris.page_uri(doc_uri, page.page_number), doc_uri, page.page_number,
+                                 activity_uri=activity, label=page.label)
         await self.store_triples(meta, doc_uri, doc_id, prov)
         await self.progress(meta, doc_id, "decoded", total=len(pages))
         for page in pages:
+            p_uri = uris.page_uri(doc_uri, page.page_number)
+            await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
+                                 document_id=doc_id, content=page.text.encode("utf-8"),
+                                 document_metadata=DocumentMetadata(id=p_uri, kind="text/plain",
+                                                                    title=page_title(msg.title, page),
+                                                                    parent_id=doc_id, document_type=PAGE))
             await self.producer("pages").send(TextPage(
-                metadata=meta, document_id=doc_id, page_id=uris.page_uri(doc_uri, page.page_number),
-                page_number=page.page_number, page_count=len(pages), text=page.text))
+                metadata=meta, document_id=doc_id, page_id=p_uri, page_number=page.page_number,
+                page_count=len(pages), text=page.text))
+
+
+def page_title(document_title: str, page) -> str:
+    """The librarian title of a page: ``<title> page 3``, or ``<title> — Slide 3: Results`` for a named unit."""
+    if not page.label or page.label == f"Page {page.page_number}":
+        return f"{document_title} page {page.page_number}"
+    return f"{document_title} — {page.label}"
 
 
 class ChunkerService(_Stage):
@@ -132,14 +150,21 @@ class ChunkerService(_Stage):
         for c in chunks:
             c_uri = uris.chunk_uri(doc_uri, msg.page_number, c.index)
             prov += chunk_triples(c_uri, msg.page_id, c.index, c.char_offset, c.char_length, activity_uri=activity)
-            await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
-                                 document_id=msg.page_id, content=c.text.encode("utf-8"),
-                                 document_metadata=DocumentMetadata(id=c_uri, kind="text/plain",
-                                                                    title=f"Chunk {c.index}", parent_id=msg.page_id,
-                                                                    document_type=CHUNK))
             out.append(Chunk(metadata=meta, document_id=msg.document_id, page_id=msg.page_id, chunk_id=c_uri,
                              chunk_index=c.index, char_offset=c.char_offset, char_length=c.char_length,
                              text=c.text))
+        # the chunks are stored concurrently (a round trip each, a lightweight transaction on Cassandra)
+        limit = asyncio.Semaphore(CHUNK_WRITES)
+
+        async def store(chunk: Chunk) -> None:
+            async with limit:
+                await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
+                                     document_id=msg.page_id, content=chunk.text.encode("utf-8"),
+                                     document_metadata=DocumentMetadata(id=chunk.chunk_id, kind="text/plain",
+                                                                        title=f"Chunk {chunk.chunk_index}",
+                                                                        parent_id=msg.page_id, document_type=CHUNK))
+
+        await asyncio.gather(*(store(c) for c in out))
         await self.store_triples(meta, msg.page_id, msg.document_id, prov)
         await self.progress(meta, msg.document_id, "chunked", item_id=msg.page_id, total=len(chunks))
         for c in out:

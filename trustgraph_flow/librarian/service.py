@@ -4,10 +4,12 @@ Operations (``LibrarianRequest.operation``): ``add-document`` (source documents 
 to decode before anything is stored, so a bad file is refused whole), ``add-child-document``
 (pages, chunks), ``get-document-metadata``, ``get-document-content``, ``stream-document``
 (content in bounded pieces, at least one reply even for an empty document),
-``list-documents``, ``list-children``, ``process-document`` (starts the ingestion pipeline),
-``find-document`` (the user's collections holding an id: for clients whose requests carry no collection),
-``remove-document`` (with children, extraction provenance, derived knowledge and vectors; see
-:mod:`.removal`; a request that names a ``document_type`` removes only a document of that type).
+``list-documents``, ``list-library`` (source documents with their page and chunk counts),
+``list-children``, ``process-document`` (starts the ingestion pipeline), ``find-document`` (the
+user's collections holding an id: for clients whose requests carry no collection), ``remove-document``
+(a source document with its pages, chunks, extraction provenance, the knowledge only it supports and
+the vectors; see :mod:`.removal`; a request that names a ``document_type`` removes only a document
+of that type).
 Answers of the RAG services are stored here as ``document_type="answer"``; they arrive on the
 ``answer-store`` flow queue (:class:`StoredAnswer`), each with the explain stage that points at
 it, which is recorded in the answer's metadata (:mod:`trustgraph_base.provenance.answers`) and
@@ -23,7 +25,7 @@ import logging
 from trustgraph_base.processor import Processor, launch
 from trustgraph_base.provenance.answers import answer_marker
 from trustgraph_base.schema import (
-    DocumentRef, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer, Triples,
+    DocumentRef, DocumentSummary, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer, Triples,
 )
 from trustgraph_base.schema.library import ANSWER, DOCUMENT_TYPES, SOURCE
 from trustgraph_base.store.librarian import DocumentExists, open_librarian_store
@@ -130,6 +132,14 @@ class LibrarianService(StoreBackedProcessor, Processor):
                                        req.document_type or SOURCE, req.limit or 1000)
         await ctx.respond(LibrarianResponse(document_metadatas=docs))
 
+    async def _list_library(self, req, ctx) -> None:
+        def summaries() -> list[DocumentSummary]:
+            docs = self.store.list_documents(req.user, req.collection, SOURCE, req.limit or 1000)
+            counts = self.store.count_descendants(req.user, req.collection, [d.id for d in docs])
+            return [DocumentSummary(metadata=d, pages=counts[d.id][0], chunks=counts[d.id][1]) for d in docs]
+
+        await ctx.respond(LibrarianResponse(summaries=await asyncio.to_thread(summaries)))
+
     async def _list_children(self, req, ctx) -> None:
         docs = await asyncio.to_thread(self.store.list_children, req.user, req.collection, req.document_id)
         await ctx.respond(LibrarianResponse(document_metadatas=docs))
@@ -161,13 +171,13 @@ class LibrarianService(StoreBackedProcessor, Processor):
         report = await asyncio.to_thread(remove_document_data, req.user, req.collection, req.document_id,
                                          self.store, self.triples, self.document_index, self.graph_index)
         log.info("removed %s for %s/%s: %s", req.document_id, req.user, req.collection, report)
-        await ctx.respond(LibrarianResponse(removed=report.documents))
+        await ctx.respond(LibrarianResponse(removed=report.documents, removal=report))
 
     _OPS = {
         "add-document": _add, "add-child-document": _add_child, "get-document-metadata": _get_metadata,
         "get-document-content": _get_content, "stream-document": _stream, "list-documents": _list,
-        "list-children": _list_children, "process-document": _process, "remove-document": _remove,
-        "find-document": _find,
+        "list-library": _list_library, "list-children": _list_children, "process-document": _process,
+        "remove-document": _remove, "find-document": _find,
     }
 
     @classmethod

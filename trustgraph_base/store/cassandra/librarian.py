@@ -567,6 +567,28 @@ class CassandraLibrarianStore:
                         out.append(stored.meta)
         return out
 
+    def count_descendants(self, user: str, collection: str, document_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """``id → (children, grandchildren)`` of each document, from the child index: one partition read per
+        document and one per child (concurrent), never a scan of the collection.
+
+        :param user: owner of the documents.
+        :param collection: their collection.
+        :param document_ids: the documents to count for.
+        """
+        user, collection = check_scope(user, collection)
+        for document_id in document_ids:
+            check_document_id(document_id)
+        ks = self._ks(user, create=False)
+        if ks is None:
+            return {d: (0, 0) for d in document_ids}
+        with cassandra_errors(f"librarian counts in collection {collection!r} of user {user!r}"):
+            children = [[r.id for r in rows] for rows in self._concurrent(
+                ks.list_children, [(collection, d) for d in document_ids])]
+            flat = [c for ids in children for c in ids]
+            grand = iter(len(list(rows)) for rows in self._concurrent(ks.list_children,
+                                                                     [(collection, c) for c in flat]))
+        return {d: (len(ids), sum(next(grand) for _ in ids)) for d, ids in zip(document_ids, children)}
+
     def list_children(self, user: str, collection: str, parent_id: str) -> list[DocumentMetadata]:
         """Direct children of a document, ordered by id.
 

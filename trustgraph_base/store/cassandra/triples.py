@@ -201,6 +201,7 @@ class _Statements:
         self.insert_long = p(f"INSERT INTO {ks}.long_terms (collection, h, part, value) VALUES (?, ?, ?, ?)")
         self.select_long = p(f"SELECT part, value FROM {ks}.long_terms WHERE collection = ? AND h = ?")
         self.delete_long = p(f"DELETE FROM {ks}.long_terms WHERE collection = ? AND h = ?")
+        self.any_row = p(f"SELECT layout FROM {ks}.quads WHERE collection = ? AND k = ? LIMIT 1")
         self.insert_collection = p(f"INSERT INTO {ks}.collections (collection) VALUES (?)")
         self.delete_collection = p(f"DELETE FROM {ks}.collections WHERE collection = ?")
         self.list_collections = p(f"SELECT collection FROM {ks}.collections")
@@ -535,6 +536,13 @@ class CassandraTriplesStore:
         for q, _ in present:
             if question_type_of(q):
                 self.remove_trace(user, collection, q[0][1:-1])
+        # the text of a long term goes with its last quad (a subject, predicate or object key is a partition of
+        # ``quads``; a long graph name is not looked for and stays)
+        graphs = {k[3] for _, k in present}
+        long_keys = sorted({x for _, k in present for x in k[:3] if x.startswith("#") and x not in graphs})
+        if long_keys:
+            used = self._run(((st.any_row, (collection, h)) for h in long_keys), "delete")
+            self._run([(st.delete_long, (collection, h)) for h, rows in zip(long_keys, used) if not rows], "delete")
         return len(present)
 
     def delete_collection(self, user: str, collection: str) -> int:

@@ -385,6 +385,29 @@ class SqliteLibrarianStore:
                                    "ORDER BY time DESC, id LIMIT ?", (collection, document_type, limit)).fetchall()
         return [metadata_from_json(r[0]) for r in rows]
 
+    def count_descendants(self, user: str, collection: str, document_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """``id → (children, grandchildren)`` of each document (0, 0 for an unknown one), through the parent index.
+
+        :param user: owner of the documents.
+        :param collection: their collection.
+        :param document_ids: the documents to count for.
+        """
+        user, collection = check_scope(user, collection)
+        for document_id in document_ids:
+            check_document_id(document_id)
+        db = self._db(user, create=False)
+        if db is None:
+            return {d: (0, 0) for d in document_ids}
+        out = {}
+        with db.lock:
+            for document_id in document_ids:
+                out[document_id] = tuple(self._query(
+                    db, "SELECT (SELECT count(*) FROM library_documents WHERE collection = ?1 AND parent_id = ?2), "
+                        "(SELECT count(*) FROM library_documents AS c JOIN library_documents AS p "
+                        "ON c.collection = ?1 AND c.parent_id = p.id WHERE p.collection = ?1 AND p.parent_id = ?2)",
+                    (collection, document_id)).fetchone())
+        return out
+
     def list_children(self, user: str, collection: str, parent_id: str) -> list[DocumentMetadata]:
         """Direct children of a document, ordered by id.
 

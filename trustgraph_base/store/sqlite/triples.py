@@ -387,6 +387,13 @@ class SqliteTriplesStore:
             questions = [(cid, q[0][1:-1]) for q in quads if question_type_of(q)]
             if questions:
                 conn.executemany("DELETE FROM traces WHERE c = ? AND uri = ?", questions)
+            if removed:  # the terms of the removed quads that nothing uses any more (graph names stay)
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS gc_terms (id INTEGER PRIMARY KEY)")
+                conn.execute("DELETE FROM gc_terms")
+                conn.executemany("INSERT OR IGNORE INTO gc_terms (id) VALUES (?)",
+                                 ((i,) for i in {i for r in rows for i in r[1:4]}))
+                if _drop_unused_terms(conn, with_graphs=False):
+                    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'terms_epoch'")
         return removed
 
     def delete_collection(self, user: str, collection: str) -> int:
@@ -414,19 +421,7 @@ class SqliteTriplesStore:
             conn.execute("DELETE FROM traces WHERE c = ?", (cid,))
             conn.execute("DELETE FROM collections WHERE id = ?", (cid,))
             if others:
-                conn.execute(
-                    "DELETE FROM gc_terms WHERE EXISTS (SELECT 1 FROM collections AS k WHERE"
-                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.s = gc_terms.id) OR"
-                    " EXISTS (SELECT 1 FROM quads_o AS q WHERE q.c = k.id AND q.o = gc_terms.id) OR"
-                    " EXISTS (SELECT 1 FROM quads_o_recent AS q WHERE q.c = k.id AND q.o = gc_terms.id) OR"
-                    " EXISTS (SELECT 1 FROM quads_p AS q WHERE q.c = k.id AND q.p = gc_terms.id) OR"
-                    " EXISTS (SELECT 1 FROM quads_p_recent AS q WHERE q.c = k.id AND q.p = gc_terms.id) OR"
-                    " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.g = gc_terms.id))")
-                for table in ("term_hashes", "term_hashes_recent"):
-                    conn.execute(f"DELETE FROM {table} WHERE (h, id) IN "
-                                 "(SELECT t.h, t.id FROM terms AS t JOIN gc_terms AS x ON x.id = t.id)")
-                conn.execute("DELETE FROM terms WHERE id IN (SELECT id FROM gc_terms)")
-                conn.execute("DELETE FROM gc_terms")
+                _drop_unused_terms(conn, with_graphs=True)
             else:
                 for table in ("terms", "term_hashes", "term_hashes_recent"):
                     conn.execute(f"DELETE FROM {table}")
@@ -663,6 +658,50 @@ def _find_terms(conn: sqlite3.Connection, wanted: dict[str, int]) -> dict[str, i
                 f"CROSS JOIN terms AS t ON t.id = x.id WHERE x.h IN ({marks})", part + part):
             if text in wanted:
                 found[text] = id_
+    return found
+
+
+def _drop_unused_terms(conn: sqlite3.Connection, *, with_graphs: bool) -> int:
+    """Delete the terms listed in the temporary table ``gc_terms`` that no quad of any collection uses; returns
+    how many were deleted and empties ``gc_terms``.
+
+    Subject, predicate and object uses are index look-ups.  A graph name has no index of its own:
+    with ``with_graphs`` each term is looked for in the ``g`` column (a scan, as a collection delete
+    can afford), else the graph names in use are listed first (:func:`_graph_ids`) and kept.
+    """
+    if not with_graphs:
+        conn.executemany("DELETE FROM gc_terms WHERE id = ?", ((g,) for g in _graph_ids(conn)))
+    graph_check = " OR EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.g = gc_terms.id)" if with_graphs else ""
+    conn.execute(
+        "DELETE FROM gc_terms WHERE EXISTS (SELECT 1 FROM collections AS k WHERE"
+        " EXISTS (SELECT 1 FROM quads AS q WHERE q.c = k.id AND q.s = gc_terms.id) OR"
+        " EXISTS (SELECT 1 FROM quads_o AS q WHERE q.c = k.id AND q.o = gc_terms.id) OR"
+        " EXISTS (SELECT 1 FROM quads_o_recent AS q WHERE q.c = k.id AND q.o = gc_terms.id) OR"
+        " EXISTS (SELECT 1 FROM quads_p AS q WHERE q.c = k.id AND q.p = gc_terms.id) OR"
+        " EXISTS (SELECT 1 FROM quads_p_recent AS q WHERE q.c = k.id AND q.p = gc_terms.id)" + graph_check + ")")
+    for table in ("term_hashes", "term_hashes_recent"):
+        conn.execute(f"DELETE FROM {table} WHERE (h, id) IN "
+                     "(SELECT t.h, t.id FROM terms AS t JOIN gc_terms AS x ON x.id = t.id)")
+    dropped = conn.execute("DELETE FROM terms WHERE id IN (SELECT id FROM gc_terms)").rowcount
+    conn.execute("DELETE FROM gc_terms")
+    return dropped
+
+
+def _graph_ids(conn: sqlite3.Connection) -> set[int]:
+    """Ids of the graph names in use, by seeking through ``quads_p`` (key ``c, p, g, …``) one distinct
+    (collection, predicate, graph) at a time: the cost follows the number of predicates, not of quads."""
+    found: set[int] = set()
+    for table in ("quads_p", "quads_p_recent"):
+        for (cid,) in conn.execute("SELECT id FROM collections").fetchall():
+            row = conn.execute(f"SELECT p, g FROM {table} WHERE c = ? ORDER BY p, g LIMIT 1", (cid,)).fetchone()
+            while row is not None:
+                p, g = row
+                found.add(g)
+                row = conn.execute(f"SELECT p, g FROM {table} WHERE c = ? AND p = ? AND g > ? ORDER BY g LIMIT 1",
+                                   (cid, p, g)).fetchone()
+                if row is None:
+                    row = conn.execute(f"SELECT p, g FROM {table} WHERE c = ? AND p > ? ORDER BY p, g LIMIT 1",
+                                       (cid, p)).fetchone()
     return found
 
 

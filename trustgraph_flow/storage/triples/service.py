@@ -26,7 +26,9 @@ which starts when the query's final stage arrives, i.e. after its answer has gon
 of competing with the answer's streaming for the CPU (GraphRAG on Pulsar + Cassandra: a
 200 ms linger put the write in the middle of the answer stream and cost ~19 ms of a 290 ms
 query, ``bench/README.md``).  On the in-process bus a message lives only in memory until it is
-stored, so the wait stays short (20 ms).
+stored, so the wait stays short (20 ms).  The triples of a load (a document's pages, chunks and
+extractions, a ``tg-load-turtle`` batch) do not wait: ingestion is a pipeline whose progress
+waits for each write, and under load its messages coalesce anyway while a write runs.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ DEFAULT_LINGER_MS = 20.0
 DURABLE_BUS_LINGER_MS = 1000.0
 
 
+def ends_the_linger(msg: Triples) -> bool:
+    """Whether a message is stored without waiting for neighbours: the final stage of a trace (nothing of it
+    follows), or a load's triples (``metadata.root`` names the document or file being loaded: a pipeline that
+    waits for each stage's write gains nothing from a wait; what arrives during a write still shares the next)."""
+    return bool(msg.metadata is not None and msg.metadata.root) or ends_a_trace(msg.triples)
+
+
 def default_linger_ms(backend) -> float:
     """The linger for ``backend``: longer where unacked messages survive a crash (module docstring)."""
     return DURABLE_BUS_LINGER_MS if backend.durable else DEFAULT_LINGER_MS
@@ -84,7 +93,7 @@ class TriplesWriteService(StoreBackedProcessor, Processor):
         handlers = max(batch_concurrency, self.concurrency)
         self._batcher = Batcher(self._insert, size=lambda m: len(m.triples), max_size=max_batch_triples,
                                 linger=self.linger_ms / 1000, max_items=handlers,
-                                ends_linger=lambda m: ends_a_trace(m.triples), name=f"{self.id}-batches")
+                                ends_linger=ends_the_linger, name=f"{self.id}-batches")
         self.add(flow_spec("triples-store", self.flow, self.on_triples, concurrency=handlers))
         self.add(request_spec("trace-claim", self.flow, self.on_claim, name="trace-claim"))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))

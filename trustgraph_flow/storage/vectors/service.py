@@ -107,8 +107,10 @@ class GraphEmbeddingsWriter(_VectorWriter):
 
     async def on_entities(self, msg: EntityContexts, ctx) -> None:
         meta = msg.metadata
+        # an entity belongs to the collection's graph, not to the document that mentioned it last: its
+        # vector names no document (it goes when the entity has no triple left, see librarian.removal)
         await self.write(meta.user, meta.collection, [
-            (e.entity.value, e.context or e.label or e.entity.value, e.label, meta.root)
+            (e.entity.value, e.context or e.label or e.entity.value, e.label, "")
             for e in msg.entities if e.entity is not None])
         await self.progress(meta, meta.root, "graph-embedded", msg.chunk_id)
 

@@ -1,0 +1,107 @@
+"""Document removal: one document out of a 1,000-document collection, and how the cost grows.
+
+A collection of small documents (a few sentences each, some facts shared between documents,
+so removal has edges to keep) is loaded through the real pipeline, untimed.  Then timed, through
+the librarian's ``remove-document`` (what ``tg-remove-library-document`` sends): one small
+document out of the whole collection; a 20 times larger document out of the same collection (the
+cost follows the document); and a small document once more after the collection grew from a
+tenth of its size to its full size (it does not follow the collection).  Target: < 2 s embedded.
+
+    python -m bench.removal [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import time
+
+from .common import Figure, Results
+from .harness import Suite, bench_parser, load_note, report, run_on_suite
+
+#: Documents of the collection (quick mode: the distributed stack loads a fifth of them).
+DOCUMENTS = 1000
+#: Sentences of the large document (about 20 chunks).
+LARGE_SENTENCES = 200
+
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "su", "ti", "vo", "ze", "pa")
+
+
+def _name(i: int) -> str:
+    """A made-up proper name per number (the extractor takes names, not numbers, for entities)."""
+    return "".join(_SYLLABLES[int(d)] for d in str(i)).capitalize()
+
+
+def _small(i: int) -> bytes:
+    person, place = f"{_name(i)} Mineva", _name(i % 40 + 7)
+    return (f"{person} discovered the mineral {_name(i).lower()}ite. {person} worked in {place}. "
+            f"The mineral {_name(i).lower()}ite was named after {person}. Marie Curie discovered polonium.\n").encode()
+
+
+def _large(tag: str) -> bytes:
+    return "".join(f"{_name(i)} {tag} discovered the mineral {_name(i).lower()}{tag.lower()}ite. "
+                   f"{_name(i)} {tag} worked in {_name(i % 30 + 3)}. " for i in range(LARGE_SENTENCES)).encode()
+
+
+def _doc(name: str, content: bytes) -> tuple[str, str, str, bytes]:
+    return (f"https://trustgraph.ai/doc/bench-removal-{name}", name, "text/plain", content)
+
+
+async def _remove(stack, user: str, collection: str, doc_id: str) -> tuple[float, object]:
+    from trustgraph_base.schema import LibrarianRequest
+    from trustgraph_cli.connection import Connection
+
+    async with Connection.attach(stack, timeout=600) as conn:
+        t0 = time.perf_counter()
+        reply = await conn.request("librarian", LibrarianRequest(
+            operation="remove-document", user=user, collection=collection, document_id=doc_id,
+            document_type="source"))
+        return time.perf_counter() - t0, reply.removal
+
+
+async def bench(suite: Suite) -> Results:
+    from .ingest import load, start_ingest
+
+    results = Results()
+    for stack_name in suite.stacks:
+        n = DOCUMENTS if stack_name == "embedded" or not suite.quick else DOCUMENTS // 5
+        running = await start_ingest(suite, stack_name)
+        user, collection = suite.deployment(stack_name).user, "removal"
+        try:
+            print(f"  removal ({stack_name}): loading {n} documents ...", flush=True)
+            await load(running, user, collection, [_doc(f"d{i}", _small(i)) for i in range(n // 10)])
+            small_tenth, _ = await _remove(running, user, collection, _doc("d0", b"")[0])
+            await load(running, user, collection, [_doc(f"d{i}", _small(i)) for i in range(n // 10, n)]
+                       + [_doc("large", _large("Tirasu"))])
+            small, removal = await _remove(running, user, collection, _doc("d1", b"")[0])
+            if removal is None or removal.documents != 1 + removal.pages + removal.chunks or not removal.kept_triples:
+                raise AssertionError(f"unexpected removal report {removal}")
+            large, big = await _remove(running, user, collection, _doc("large", b"")[0])
+            print(f"  removal ({stack_name}): small {small:.3f} s ({removal.chunks} chunk), "
+                  f"large {large:.3f} s ({big.chunks} chunks), small at {n // 10} documents {small_tenth:.3f} s",
+                  flush=True)
+        finally:
+            await running.stop()
+        results.add(
+            Figure(f"remove one document of {n}", small, "s", 2.0 if stack_name == "embedded" else None,
+                   stack=stack_name, note=f"{removal.knowledge_triples} edges removed, {removal.kept_triples} "
+                                          f"kept; {load_note()}"),
+            Figure(f"remove a {big.chunks}-chunk document of {n}", large, "s", stack=stack_name,
+                   note=f"{big.knowledge_triples} edges, {big.provenance_triples} provenance triples"),
+            Figure(f"remove one document: collection of {n} / of {n // 10}", small / small_tenth, "x",
+                   stack=stack_name, note="about 1 when the cost does not follow the collection"),
+        )
+    return results
+
+
+def run(quick: bool = False, suite: Suite | None = None) -> Results:
+    return run_on_suite(quick, suite, lambda s: bench(s))
+
+
+def main(argv=None) -> Results:
+    parser = bench_parser(__doc__, "a fifth of the documents on the distributed stack")
+    args = parser.parse_args(argv)
+    return report(run(args.quick), "removal", args.json)
+
+
+if __name__ == "__main__":
+    main()
