@@ -381,20 +381,33 @@ def test_arbitrary_llm_output_through_graph_rag(fuzz_stack, replies):
     """Edge selection and synthesis answered with anything: the query ends, the trace is valid and honest."""
     count("llm output: GraphRAG selection + synthesis")
     from trustgraph_base.provenance import namespaces as ns
-    from trustgraph_base.provenance.walk import collect_trace
-    from trustgraph_base.rdf.validation import validate_trace
     from trustgraph_base.schema import GraphRagQuery, TriplePattern
-    from trustgraph_cli.connection import Connection
 
     fuzz_stack.llm.holder["script"] = replies_from(replies)  # edge selection, synthesis
     collection = f"llm{uuid.uuid4().hex[:8]}"
     store = fuzz_stack.store("triples")
+    msgs, stored = stream_and_collect_trace(fuzz_stack, "graph-rag", GraphRagQuery(
+        query="Who discovered polonium?", explain_collection=collection, streaming=True), collection)
+    for t in stored:
+        if t.p.value == ns.TG_EDGE:  # every recorded edge is a real edge of the knowledge graph
+            e = t.o.triple
+            assert store.query("trustgraph", "default", TriplePattern(s=e.s, p=e.p, o=e.o, g="")), e
+    assert_answer_or_error(msgs, stored)
+
+
+def stream_and_collect_trace(fuzz_stack, service: str, request, collection: str):
+    """Stream one RAG request to its end and read back its stored trace; the stream ended exactly once and
+    the trace is SHACL-valid.  Returns ``(messages, stored trace triples)``."""
+    from trustgraph_base.provenance.walk import collect_trace
+    from trustgraph_base.rdf.validation import validate_trace
+    from trustgraph_cli.connection import Connection
+
+    store = fuzz_stack.store("triples")
 
     async def ask():
         async with Connection.attach(fuzz_stack.stack, timeout=60) as conn:
-            client = await conn.client("graph-rag")
-            msgs = [m async for m in client.stream(GraphRagQuery(query="Who discovered polonium?",
-                                                                 explain_collection=collection, streaming=True))]
+            client = await conn.client(service)
+            msgs = [m async for m in client.stream(request)]
         await fuzz_stack.idle()
 
         async def q(patterns):
@@ -406,11 +419,7 @@ def test_arbitrary_llm_output_through_graph_rag(fuzz_stack, replies):
     assert msgs[-1].end_of_session and sum(m.end_of_session for m in msgs) == 1
     report = validate_trace(stored)
     assert report.conforms, [v.message for v in report.violations]
-    for t in stored:
-        if t.p.value == ns.TG_EDGE:  # every recorded edge is a real edge of the knowledge graph
-            e = t.o.triple
-            assert store.query("trustgraph", "default", TriplePattern(s=e.s, p=e.p, o=e.o, g="")), e
-    assert_answer_or_error(msgs, stored)
+    return msgs, stored
 
 
 def assert_answer_or_error(msgs, stored) -> None:
@@ -433,31 +442,12 @@ def assert_answer_or_error(msgs, stored) -> None:
 def test_arbitrary_llm_output_through_document_rag(fuzz_stack, replies):
     """DocumentRAG's answer prompt answered with anything: the query ends, the trace is valid and honest."""
     count("llm output: DocumentRAG synthesis")
-    from trustgraph_base.provenance.walk import collect_trace
-    from trustgraph_base.rdf.validation import validate_trace
     from trustgraph_base.schema import DocumentRagQuery
-    from trustgraph_cli.connection import Connection
 
     fuzz_stack.llm.holder["script"] = replies_from(replies)
     collection = f"dr{uuid.uuid4().hex[:8]}"
-    store = fuzz_stack.store("triples")
-
-    async def ask():
-        async with Connection.attach(fuzz_stack.stack, timeout=60) as conn:
-            client = await conn.client("document-rag")
-            msgs = [m async for m in client.stream(DocumentRagQuery(query="Why is polonium named so?",
-                                                                    explain_collection=collection, streaming=True))]
-        await fuzz_stack.idle()
-
-        async def q(patterns):
-            return [t for r in store.query_many("trustgraph", collection, patterns) for t in r]
-
-        return msgs, await collect_trace(q, msgs[0].explain_id)
-
-    msgs, stored = fuzz_stack.run(ask())
-    assert msgs[-1].end_of_session and sum(m.end_of_session for m in msgs) == 1
-    report = validate_trace(stored)
-    assert report.conforms, [v.message for v in report.violations]
+    msgs, stored = stream_and_collect_trace(fuzz_stack, "document-rag", DocumentRagQuery(
+        query="Why is polonium named so?", explain_collection=collection, streaming=True), collection)
     assert_answer_or_error(msgs, stored)
 
 
