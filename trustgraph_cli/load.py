@@ -459,7 +459,7 @@ async def show_extraction_provenance(document_id, fmt, show_content, max_content
     from trustgraph_base.provenance import uris
     from trustgraph_base.rdf.terms import validate_iri
     from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
-    from trustgraph_flow.retrieval.graph_rag.labels import term_label
+    from trustgraph_base.rdf.labels import term_label
 
     from .traces import LabelCache, iris_in_terms, query
 
@@ -533,7 +533,7 @@ async def quickstart(question, reload, user, collection, target):
     from trustgraph_base.schema import GraphRagQuery, LibrarianRequest
     from trustgraph_flow.ingest.sample_corpus import QUICKSTART_QUESTION, sample_documents
 
-    from .invoke import ExplainPrinter, QUERY_NEEDS, _stream_rag
+    from .invoke import ExplainPrinter, QUERY_NEEDS, stream_rag
 
     check_names(user, collection)
     quiet_logging()
@@ -547,6 +547,6 @@ async def quickstart(question, reload, user, collection, target):
                                  target.timeout)
             await conn.settle()
         printer = ExplainPrinter(conn, user, collection)
-        await _stream_rag(conn, "graph-rag", GraphRagQuery(query=question or QUICKSTART_QUESTION, user=user,
+        await stream_rag(conn, "graph-rag", GraphRagQuery(query=question or QUICKSTART_QUESTION, user=user,
                                                            collection=collection, streaming=True),
                           printer, explainable=True)

@@ -3,7 +3,8 @@
 - :mod:`.subgraph`: exploration plan and the growing subgraph (pure).
 - :mod:`.labels`: the label graph the LLM sees and the map back to original terms (pure).
 - :mod:`.selection`: turning the LLM's JSONL into edge selections (pure).
-- :mod:`.sources`: source chains (edge → subgraph → chunk → page → document) (pure).
+- :mod:`.sources`: source chains (edge → subgraph → chunk → page → document), those of
+  :mod:`trustgraph_base.provenance.sources`.
 - :mod:`.rag`: the query orchestration against abstract ports, emitting explain events.
 - :mod:`.service`: the ``graph-rag`` processor wiring.
 """
