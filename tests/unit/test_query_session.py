@@ -71,20 +71,27 @@ def kinds(sent) -> list[str]:
             else "error" if m.error else m.message_type for m in sent]
 
 
+async def first_two_stages(session: QuerySession, qid: str) -> tuple[str, str]:
+    """Explain a GraphRAG trace's Question and Exploration (the stage reached becomes ``exploration``)."""
+    q, exp = uris.question_uri(qid), uris.exploration_uri(qid)
+    await session.explain(q, question_triples(q, "Who?"))
+    session.stage = "exploration"
+    await session.explain(exp, exploration_triples(exp, q, 0, []))
+    return q, exp
+
+
 def test_the_last_message_waits_until_every_stage_is_stored(tmp_path):
     ports = SqliteExplainStore(tmp_path)
     sent: list = []
 
     async def main():
         qid, session = new_session(ports, sent)
-        q, exp = uris.question_uri(qid), uris.exploration_uri(qid)
-        ports.hold[exp] = asyncio.Event()
-        await session.explain(q, question_triples(q, "Who?"))
-        await session.explain(exp, exploration_triples(exp, q, 0, []))
+        hold = ports.hold[uris.exploration_uri(qid)] = asyncio.Event()
+        q, exp = await first_two_stages(session, qid)
         closing = asyncio.ensure_future(session.close(GraphRagResponse(end_of_session=True)))
         await asyncio.sleep(0.05)
         assert not closing.done() and not any(m.end_of_session for m in sent)  # the Exploration is not stored yet
-        ports.hold[exp].set()
+        hold.set()
         await closing
         return q, exp
 
@@ -99,18 +106,15 @@ def test_a_failure_ends_the_trace_with_an_error_after_the_last_stored_stage(tmp_
 
     async def main():
         qid, session = new_session(ports, sent)
-        q, exp = uris.question_uri(qid), uris.exploration_uri(qid)
-        ports.refuse.add(exp)
+        ports.refuse.add(uris.exploration_uri(qid))
 
         async def query():
-            await session.explain(q, question_triples(q, "Who?"))
-            session.stage = "exploration"
-            await session.explain(exp, exploration_triples(exp, q, 0, []))
+            await first_two_stages(session, qid)
             session.stage = "synthesis"
             await session.close(GraphRagResponse(end_of_session=True))  # raises the refused write
 
         await session.run(query)
-        return qid, q
+        return qid, uris.question_uri(qid)
 
     qid, q = asyncio.run(main())
     err = uris.error_uri(qid)
