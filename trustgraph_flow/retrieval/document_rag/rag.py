@@ -53,41 +53,42 @@ class DocumentRag:
                                collection=req.explain_collection or s.explain_collection or req.collection,
                                question_uri=q_uri, explainable=req.explainable, streaming=req.streaming,
                                subject=f"document-rag query {q_uri}", failure=_failed)
+        await session.run(lambda: self._answer(req, session, session_id))
 
-        async def answer() -> None:
-            check_question(req.query)
-            check_names(req.user, req.collection)  # before anything is stored
-            await session.explain(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
-            session.stage = "exploration"
-            vector = await self.ports.embed(req.query)
-            matches = await self.ports.find_chunks(req.user, req.collection, vector, req.doc_limit or s.doc_limit)
-            texts = await asyncio.gather(*(self.ports.get_content(req.user, m.chunk_id, req.collection)
-                                           for m in matches))
-            docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
-                    for m, t in zip(matches, texts)]
-            exp_uri = uris.docrag_exploration_uri(session_id)
-            await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches]))
-            session.stage = "synthesis"
-            if not docs:
-                await session.add_answer(NO_DOCUMENTS_ANSWER)
-            else:
-                async for item in self.ports.prompt_stream("document-prompt", {"query": req.query, "documents": docs}):
-                    if isinstance(item, PromptOutcome):
-                        session.count(item)
-                    elif item:
-                        await session.add_answer(item)
-            text = session.answer()
-            await session.end_answer(text)
-            if session.explainable:
-                doc_uri = uris.docrag_answer_uri(session_id)
-                syn_uri = uris.docrag_synthesis_uri(session_id)
-                await session.explain(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
-                                                                        llm_model=session.model),
-                                      answer=(doc_uri, text))
-            sources = {}
-            for m in matches:
-                sources.setdefault(m.document_id, Source(uri=m.document_id))
-            await session.close(DocumentRagResponse(message_type="chunk", end_of_session=True, **session.usage(),
-                                                    sources=[v for k, v in sources.items() if k]))
-
-        await session.run(answer)
+    async def _answer(self, req: DocumentRagQuery, session: QuerySession, session_id: str) -> None:
+        q_uri = session.question_uri
+        check_question(req.query)
+        check_names(req.user, req.collection)  # before anything is stored
+        await session.explain(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
+        session.stage = "exploration"
+        vector = await self.ports.embed(req.query)
+        matches = await self.ports.find_chunks(req.user, req.collection, vector,
+                                               req.doc_limit or self.settings.doc_limit)
+        texts = await asyncio.gather(*(self.ports.get_content(req.user, m.chunk_id, req.collection)
+                                       for m in matches))
+        docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
+                for m, t in zip(matches, texts)]
+        exp_uri = uris.docrag_exploration_uri(session_id)
+        await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches]))
+        session.stage = "synthesis"
+        if not docs:
+            await session.add_answer(NO_DOCUMENTS_ANSWER)
+        else:
+            async for item in self.ports.prompt_stream("document-prompt", {"query": req.query, "documents": docs}):
+                if isinstance(item, PromptOutcome):
+                    session.count(item)
+                elif item:
+                    await session.add_answer(item)
+        text = session.answer()
+        await session.end_answer(text)
+        if session.explainable:
+            doc_uri = uris.docrag_answer_uri(session_id)
+            syn_uri = uris.docrag_synthesis_uri(session_id)
+            await session.explain(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
+                                                                    llm_model=session.model),
+                                  answer=(doc_uri, text))
+        sources = {}
+        for m in matches:
+            sources.setdefault(m.document_id, Source(uri=m.document_id))
+        await session.close(DocumentRagResponse(message_type="chunk", end_of_session=True, **session.usage(),
+                                                sources=[v for k, v in sources.items() if k]))
