@@ -7,6 +7,7 @@ import re
 
 import click
 
+from trustgraph_base.provenance.uris import check_question_uri, parse_trace_uri
 from trustgraph_base.store.triples import MAX_TRACE_LIMIT
 
 from .common import (
@@ -106,8 +107,9 @@ def _status_mark(status: str) -> str:
 
 
 def _root_question(analysis_uri: str) -> str:
-    """``urn:trustgraph:agent:<sid>/i2`` -> ``urn:trustgraph:agent:<sid>``."""
-    return analysis_uri.split("/", 1)[0] if analysis_uri.startswith("urn:trustgraph:agent:") else analysis_uri
+    """``urn:trustgraph:agent:<sid>/i2`` -> ``urn:trustgraph:agent:<sid>`` (the agent trace that asked a sub-query)."""
+    trace = parse_trace_uri(analysis_uri)
+    return trace.question if trace is not None and trace.kind == "agent" else analysis_uri
 
 
 def _truncate(text: str, n: int) -> str:
@@ -115,16 +117,13 @@ def _truncate(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-# ids as the services make them (uuids; agent session ids are 1-128 of letters, digits, '._-'), so a
-# well-formed URI is short enough to echo whole
-_TRACE_URI = re.compile(r"urn:trustgraph:(question:[0-9A-Za-z\-]{1,128}|docrag:[0-9A-Za-z\-]{1,128}"
-                        r"|agent:[A-Za-z0-9][A-Za-z0-9._\-]{0,127})\Z")
-
-
 def check_trace_uri(uri: str) -> str:
-    if not _TRACE_URI.match(uri or ""):
+    """``uri`` if it is a Question URI with an id as the services make them (short enough to echo whole)."""
+    try:
+        check_question_uri(uri)
+    except ValueError:
         raise CliError(f"not a trace URI: {quoted(uri)} (expected urn:trustgraph:question:<uuid>, "
-                       f"urn:trustgraph:docrag:<uuid> or urn:trustgraph:agent:<session id>)", EXIT_USAGE)
+                       f"urn:trustgraph:docrag:<uuid> or urn:trustgraph:agent:<session id>)", EXIT_USAGE) from None
     return uri
 
 

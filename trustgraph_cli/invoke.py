@@ -103,14 +103,15 @@ class ExplainPrinter:
 
     async def _focus(self, idx, uri: str, edge_sources) -> None:
         from trustgraph_base.provenance import namespaces as ns
+        from trustgraph_base.rdf.labels import term_label
         from trustgraph_base.rdf.terms import serialize_term
         from trustgraph_base.schema import IRI, TRIPLE, Term
 
-        from .trace_model import _natural
+        from .trace_model import natural_key
         from .traces import chain_text, iris_in_terms
 
         sels = sorted((o.value for o in idx.props.get(uri, {}).get(ns.TG_SELECTED_EDGE, []) if o.type == IRI),
-                      key=_natural)
+                      key=natural_key)
         edges = [idx.one(s, ns.TG_EDGE) for s in sels]
         labels = await self.labels.resolve(iris_in_terms([e for e in edges if e is not None]))
         sources: dict[str, list[str]] = {}
@@ -118,8 +119,6 @@ class ExplainPrinter:
             key = serialize_term(Term(TRIPLE, triple=es.edge))
             sources.setdefault(key, []).append(chain_text([{"uri": l.uri, "type": l.type, "label": l.label}
                                                            for l in es.chain]))
-        from trustgraph_flow.retrieval.graph_rag.labels import term_label
-
         out(f"[focus] {uri}")
         out(f"    Selected {len(sels)} edge(s)")
         for sel, edge in zip(sels, edges):
@@ -178,10 +177,13 @@ async def graph_rag(question, explainable, no_streaming, entity_limit, triple_li
         req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
                             triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
                             max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming)
-        await _stream_rag(conn, "graph-rag", req, printer, explainable)
+        await stream_rag(conn, "graph-rag", req, printer, explainable)
 
 
-async def _stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool) -> None:
+async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool) -> None:
+    """Send a GraphRAG or DocumentRAG query, print its answer as it streams (and its explain events, if asked)."""
+    from trustgraph_base.provenance.uris import final_stage_uris
+
     client = await conn.client(service)
     wrote_answer = False
     question_uri = ""
@@ -195,20 +197,11 @@ async def _stream_rag(conn, service: str, req, printer: ExplainPrinter, explaina
                 await printer.event(msg.explain_id, msg.explain_triples, getattr(msg, "edge_sources", ()))
         elif msg.response:
             if explainable and question_uri:
-                printer.announce_synthesis(_synthesis_uri(question_uri))
+                printer.announce_synthesis(final_stage_uris(question_uri)[0])
             out_text(msg.response, nl=False)
             wrote_answer = True
     if wrote_answer:
         end_line()
-
-
-def _synthesis_uri(question_uri: str) -> str:
-    from trustgraph_base.provenance import uris
-
-    session = question_uri.rsplit(":", 1)[-1].split("/")[0]
-    if question_uri.startswith("urn:trustgraph:docrag:"):
-        return uris.docrag_synthesis_uri(session)
-    return uris.synthesis_uri(session)
 
 
 @click.command("tg-invoke-document-rag", cls=TgCommand)
@@ -228,7 +221,7 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
         printer = ExplainPrinter(conn, user, collection)
         req = DocumentRagQuery(query=question, user=user, collection=collection, doc_limit=doc_limit,
                                streaming=not no_streaming)
-        await _stream_rag(conn, "document-rag", req, printer, explainable)
+        await stream_rag(conn, "document-rag", req, printer, explainable)
 
 
 @click.command("tg-invoke-agent", cls=TgCommand)

@@ -49,7 +49,7 @@ async def document_tree(conn, user: str, collection: str, document_id: str, *, s
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.provenance import uris
     from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
-    from trustgraph_flow.retrieval.graph_rag.labels import term_label
+    from trustgraph_base.rdf.labels import term_label
 
     from .traces import LabelCache, iris_in_terms, query
 

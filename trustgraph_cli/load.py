@@ -471,7 +471,7 @@ async def quickstart(question, reload, user, collection, target):
     from trustgraph_base.schema import GraphRagQuery, LibrarianRequest
     from trustgraph_flow.ingest.sample_corpus import QUICKSTART_QUESTION, sample_documents
 
-    from .invoke import ExplainPrinter, QUERY_NEEDS, _stream_rag
+    from .invoke import ExplainPrinter, QUERY_NEEDS, stream_rag
 
     check_names(user, collection)
     quiet_logging()
@@ -485,6 +485,6 @@ async def quickstart(question, reload, user, collection, target):
                                  target.timeout)
             await conn.settle()
         printer = ExplainPrinter(conn, user, collection)
-        await _stream_rag(conn, "graph-rag", GraphRagQuery(query=question or QUICKSTART_QUESTION, user=user,
+        await stream_rag(conn, "graph-rag", GraphRagQuery(query=question or QUICKSTART_QUESTION, user=user,
                                                            collection=collection, streaming=True),
                           printer, explainable=True)

@@ -30,11 +30,12 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.provenance.uris import final_stage_uris
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 
 __all__ = ["TraceIndex", "build_trace", "trace_type", "trace_status", "final_stage_uris", "term_json",
-           "QUESTION_TYPES"]
+           "natural_key", "QUESTION_TYPES"]
 
 #: How deep sub-traces of sub-traces are built (a stored trace may nest, or loop, without end).
 MAX_SUBTRACE_DEPTH = 16
@@ -87,7 +88,7 @@ class TraceIndex:
         out = [s for _p, s in self.children.get(parent, [])]
         if of_type:
             out = [s for s in out if of_type in self.types(s)]
-        return sorted(dict.fromkeys(out), key=_natural)
+        return sorted(dict.fromkeys(out), key=natural_key)
 
     def integer(self, s: str, p: str) -> int | None:
         v = self.text(s, p)
@@ -97,7 +98,7 @@ class TraceIndex:
             return None
 
 
-def _natural(uri: str) -> tuple:
+def natural_key(uri: str) -> tuple:
     """Sort ``.../i2`` before ``.../i10`` and ``...:edge:...:2`` before ``:10``.
 
     Digit runs compare by length, then by text (no ``int()``: a run of any length, in any
@@ -162,26 +163,8 @@ def trace_status(trace: Mapping[str, Any]) -> str:
     return "complete" if final else "incomplete"
 
 
-def final_stage_uris(question_uri: str) -> tuple[str, str]:
-    """``(final stage, error stage)`` URIs of the trace rooted at ``question_uri`` (``""`` when it has none).
-
-    A trace is finished when one of them is stored; :func:`trace_status` of a listed trace can be
-    told from these two look-ups alone.
-    """
-    from trustgraph_base.provenance import uris
-
-    kind, _, rest = question_uri.removeprefix("urn:trustgraph:").partition(":")
-    if kind == "question":
-        return uris.synthesis_uri(rest), uris.error_uri(rest)
-    if kind == "docrag":
-        return uris.docrag_synthesis_uri(rest), uris.docrag_error_uri(rest)
-    if kind == "agent":
-        return f"{question_uri}/final", f"{question_uri}/error"
-    return "", ""
-
-
 def _label(term: Term, labels: Mapping[str, str]) -> str:
-    from trustgraph_flow.retrieval.graph_rag.labels import term_label
+    from trustgraph_base.rdf.labels import term_label
 
     return term_label(term, labels)
 
@@ -206,7 +189,7 @@ def _graphrag(index: TraceIndex, q: str, labels, answers, chains, removed) -> di
     if focus:
         selected = []
         sels = [o.value for o in index.props.get(focus, {}).get(ns.TG_SELECTED_EDGE, []) if o.type == IRI]
-        for sel in sorted(sels, key=_natural):
+        for sel in sorted(sels, key=natural_key):
             edge = index.one(sel, ns.TG_EDGE)
             item: dict[str, Any] = {"uri": sel, "edge": None, "labels": None,
                                     "reasoning": index.text(sel, ns.TG_REASONING) or "", "sources": [],

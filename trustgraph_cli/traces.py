@@ -67,7 +67,7 @@ def iris_in_terms(terms: Iterable[Term]) -> list[str]:
 
 async def edge_chains(conn: Connection, user: str, collection: str, edges: list[Triple]) -> dict[str, list]:
     """Canonical edge string → its source chains (``[{uri, type, label}, ...]`` from subgraph to document)."""
-    from trustgraph_flow.retrieval.graph_rag.sources import build_source_chains, source_patterns, source_walk
+    from trustgraph_base.provenance.sources import build_source_chains, source_patterns, source_walk
 
     if not edges:
         return {}
@@ -81,7 +81,7 @@ async def edge_chains(conn: Connection, user: str, collection: str, edges: list[
 
 async def chunk_chains(conn: Connection, user: str, collection: str, chunks: list[str]) -> dict[str, list]:
     """Chunk URI → ``[[chunk, page, document]]`` links (with labels) from extraction provenance."""
-    from trustgraph_flow.retrieval.graph_rag.sources import source_walk
+    from trustgraph_base.provenance.sources import source_walk
 
     if not chunks:
         return {}

@@ -563,7 +563,7 @@ def test_oversized_payloads_are_refused_clearly(fuzz_stack):
     from trustgraph_base.schema import (
         AgentRequest, DocumentRagQuery, GraphRagQuery, TriplePattern, TriplesQueryRequest,
     )
-    from trustgraph_flow.retrieval.graph_rag.rag import MAX_QUERY_CHARS
+    from trustgraph_flow.common.query_session import MAX_QUERY_CHARS
 
     store = fuzz_stack.store("triples")
     big = "Who discovered polonium? " * (MAX_QUERY_CHARS // 20)

@@ -1,14 +1,18 @@
-"""URI generators for every entity of a trace and of extraction provenance.
+"""URIs of every entity of a trace and of extraction provenance: building them, and reading trace URIs back.
 
-Query-time URIs follow DESIGN.md 3.1-3.3 exactly.  Extraction URIs for pages and chunks
-are derived deterministically (UUID v5) from the document and position, so re-loading the
-same document yields the same URIs and idempotent writes.
+Query-time URIs follow DESIGN.md 3.1-3.3 exactly (docs/trace-model.md).  One table,
+:data:`TRACE_URI_FORMATS`, says how every node of a trace is named; the builders below and
+:func:`parse_trace_uri` (URI -> kind, session, stage, index) both follow it, so whatever reads
+a URI reads it the way it was built.  Extraction URIs for pages and chunks are derived
+deterministically (UUID v5) from the document and position, so re-loading the same document
+yields the same URIs and idempotent writes.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from urllib.parse import quote
 
 _NAMESPACE = uuid.UUID("6b1e0d2c-3f1a-5c44-9b1e-7f2a8e5d4c31")
@@ -27,84 +31,125 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+# ---------------------------------------------------------------- the trace URI scheme
+#: ``(kind, stage) -> format`` of every node of a trace; ``{s}`` is the session (a query's uuid, an agent's
+#: session id), ``{i}`` the index (an edge selection's, from 0; an Analysis', from 1).
+TRACE_URI_FORMATS: dict[tuple[str, str], str] = {
+    ("graphrag", "question"): "urn:trustgraph:question:{s}",
+    ("graphrag", "exploration"): "urn:trustgraph:prov:exploration:{s}",
+    ("graphrag", "focus"): "urn:trustgraph:prov:focus:{s}",
+    ("graphrag", "edge"): "urn:trustgraph:prov:edge:{s}:{i}",
+    ("graphrag", "synthesis"): "urn:trustgraph:prov:synthesis:{s}",
+    ("graphrag", "error"): "urn:trustgraph:prov:error:{s}",
+    ("graphrag", "answer"): "urn:trustgraph:answer:{s}",
+    ("docrag", "question"): "urn:trustgraph:docrag:{s}",
+    ("docrag", "exploration"): "urn:trustgraph:docrag:{s}/exploration",
+    ("docrag", "synthesis"): "urn:trustgraph:docrag:{s}/synthesis",
+    ("docrag", "error"): "urn:trustgraph:docrag:{s}/error",
+    ("docrag", "answer"): "urn:trustgraph:docrag:{s}/answer",
+    ("agent", "question"): "urn:trustgraph:agent:{s}",
+    ("agent", "analysis"): "urn:trustgraph:agent:{s}/i{i}",
+    ("agent", "conclusion"): "urn:trustgraph:agent:{s}/final",
+    ("agent", "error"): "urn:trustgraph:agent:{s}/error",
+    ("agent", "answer"): "urn:trustgraph:agent:{s}/answer",
+}
+#: The stage that completes a trace of each kind.
+FINAL_STAGES = {"graphrag": "synthesis", "docrag": "synthesis", "agent": "conclusion"}
+
+
+def trace_uri(kind: str, session: str, stage: str, index: int | None = None) -> str:
+    """The URI of node ``stage`` of the trace of ``kind`` named after ``session`` (``index``: its number).
+
+    ``session`` is not checked here: the builders below check what they are given, and a
+    session read back by :func:`parse_trace_uri` is one the scheme allows.
+    """
+    try:
+        fmt = TRACE_URI_FORMATS[kind, stage]
+    except KeyError:
+        raise ValueError(f"a {kind} trace has no stage {stage!r}") from None
+    if ("{i}" in fmt) != (index is not None):
+        raise ValueError(f"stage {stage!r} of a {kind} trace " + ("needs an index" if index is None else "has none"))
+    return fmt.format(s=session, i=index)
+
+
 # ---------------------------------------------------------------- GraphRAG
 def question_uri(session: str) -> str:
-    return f"urn:trustgraph:question:{session}"
+    return trace_uri("graphrag", session, "question")
 
 
 def exploration_uri(session: str) -> str:
-    return f"urn:trustgraph:prov:exploration:{session}"
+    return trace_uri("graphrag", session, "exploration")
 
 
 def focus_uri(session: str) -> str:
-    return f"urn:trustgraph:prov:focus:{session}"
+    return trace_uri("graphrag", session, "focus")
 
 
 def edge_selection_uri(session: str, index: int) -> str:
     """The i-th (0-based) edge selection of a focus."""
-    return f"urn:trustgraph:prov:edge:{session}:{index}"
+    return trace_uri("graphrag", session, "edge", index)
 
 
 def synthesis_uri(session: str) -> str:
-    return f"urn:trustgraph:prov:synthesis:{session}"
+    return trace_uri("graphrag", session, "synthesis")
 
 
 def answer_document_uri(session: str) -> str:
     """Librarian id of a GraphRAG answer text."""
-    return f"urn:trustgraph:answer:{session}"
+    return trace_uri("graphrag", session, "answer")
 
 
 def error_uri(session: str) -> str:
     """The Error entity that ends a failed GraphRAG query's trace."""
-    return f"urn:trustgraph:prov:error:{session}"
+    return trace_uri("graphrag", session, "error")
 
 
 # ---------------------------------------------------------------- DocumentRAG
 def docrag_question_uri(session: str) -> str:
-    return f"urn:trustgraph:docrag:{session}"
+    return trace_uri("docrag", session, "question")
 
 
 def docrag_exploration_uri(session: str) -> str:
-    return f"urn:trustgraph:docrag:{session}/exploration"
+    return trace_uri("docrag", session, "exploration")
 
 
 def docrag_synthesis_uri(session: str) -> str:
-    return f"urn:trustgraph:docrag:{session}/synthesis"
+    return trace_uri("docrag", session, "synthesis")
 
 
 def docrag_answer_uri(session: str) -> str:
     """Librarian id of a DocumentRAG answer text."""
-    return f"urn:trustgraph:docrag:{session}/answer"
+    return trace_uri("docrag", session, "answer")
 
 
 def docrag_error_uri(session: str) -> str:
-    return f"urn:trustgraph:docrag:{session}/error"
+    return trace_uri("docrag", session, "error")
 
 
 # ---------------------------------------------------------------- agent
 def agent_session_uri(session_id: str) -> str:
-    return f"urn:trustgraph:agent:{check_session_id(session_id)}"
+    return trace_uri("agent", check_session_id(session_id), "question")
 
 
 def agent_iteration_uri(session_id: str, n: int) -> str:
     """Analysis ``n`` (1-based) of an agent session."""
     if n < 1:
         raise ValueError("agent iterations are numbered from 1")
-    return f"urn:trustgraph:agent:{check_session_id(session_id)}/i{n}"
+    return trace_uri("agent", check_session_id(session_id), "analysis", n)
 
 
 def agent_final_uri(session_id: str) -> str:
-    return f"urn:trustgraph:agent:{check_session_id(session_id)}/final"
+    return trace_uri("agent", check_session_id(session_id), "conclusion")
 
 
 def agent_error_uri(session_id: str) -> str:
     """The Error entity that ends a failed agent run's trace."""
-    return f"urn:trustgraph:agent:{check_session_id(session_id)}/error"
+    return trace_uri("agent", check_session_id(session_id), "error")
 
 
 def agent_answer_uri(session_id: str) -> str:
     """Librarian id of an agent's final answer."""
-    return f"urn:trustgraph:agent:{check_session_id(session_id)}/answer"
+    return trace_uri("agent", check_session_id(session_id), "answer")
 
 
 # ---------------------------------------------------------------- extraction
@@ -146,18 +191,56 @@ def entity_uri(label: str) -> str:
     return f"http://trustgraph.ai/e/{slug}"
 
 
-# ---------------------------------------------------------------- which trace a URI belongs to
+# ---------------------------------------------------------------- reading a trace URI
+@dataclass(frozen=True)
+class TraceUri:
+    """A URI of the trace scheme, read back: the trace it is named after and the node of it it names.
+
+    :param kind: ``graphrag``, ``docrag`` or ``agent``.
+    :param session: the query's uuid, or the agent's session id.
+    :param stage: a stage of :data:`TRACE_URI_FORMATS` (``question``, ``exploration``, ``focus``, ``edge``,
+        ``synthesis``, ``error``, ``answer``, ``analysis``, ``conclusion``), or ``""`` for a DocumentRAG or
+        agent URI whose suffix names no stage of the scheme (still named after that trace).
+    :param index: an edge selection's or an Analysis' number (``None`` for the other stages, and for a
+        number too long to read).
+    """
+
+    kind: str
+    session: str
+    stage: str
+    index: int | None = None
+
+    @property
+    def question(self) -> str:
+        """The Question URI of the trace this URI is named after."""
+        return trace_uri(self.kind, self.session, "question")
+
+    def stage_uri(self, stage: str, index: int | None = None) -> str:
+        """The URI of another node of the same trace."""
+        return trace_uri(self.kind, self.session, stage, index)
+
+
 _SESSION = r"[A-Za-z0-9._\-]+"
 _TRACE_NODE = re.compile(
-    rf"urn:trustgraph:(?:question:(?P<q>{_SESSION})"
-    rf"|prov:(?:exploration|focus|synthesis|error):(?P<stage>{_SESSION})"
-    rf"|prov:edge:(?P<edge>{_SESSION}):[0-9]+"
+    rf"urn:trustgraph:(?:question:(?P<question>{_SESSION})"
+    rf"|prov:(?P<stage>exploration|focus|synthesis|error):(?P<stage_session>{_SESSION})"
+    rf"|prov:edge:(?P<edge_session>{_SESSION}):(?P<edge>[0-9]+)"
     rf"|answer:(?P<answer>{_SESSION})"
-    rf"|(?P<kind>docrag|agent):(?P<sid>{_SESSION})(?:/.*)?)\Z", re.DOTALL)
+    rf"|(?P<kind>docrag|agent):(?P<session>{_SESSION})(?:/(?P<suffix>.*))?)\Z", re.DOTALL)
+_SUFFIXES = {(kind, fmt.rpartition("/")[2]): stage for (kind, stage), fmt in TRACE_URI_FORMATS.items()
+             if kind in ("docrag", "agent") and "/" in fmt and "{i}" not in fmt}
+_ANALYSIS = re.compile(r"i([1-9][0-9]*)\Z")
 
 
-def trace_root_of(uri: str) -> str:
-    """The Question URI of the trace whose URI scheme ``uri`` follows (itself for a Question), or ``""``.
+def _number(digits: str) -> int | None:
+    try:
+        return int(digits)
+    except ValueError:  # more digits than an int is read from
+        return None
+
+
+def parse_trace_uri(uri: str) -> TraceUri | None:
+    """What ``uri`` names in the trace scheme, or ``None`` for a URI the scheme does not name.
 
     Every stage, edge selection and answer of a trace is named after its session
     (``urn:trustgraph:prov:focus:{uuid}`` belongs to ``urn:trustgraph:question:{uuid}``,
@@ -166,20 +249,59 @@ def trace_root_of(uri: str) -> str:
     """
     m = _TRACE_NODE.match(uri) if isinstance(uri, str) else None
     if m is None:
-        return ""
-    session = m.group("q") or m.group("stage") or m.group("edge") or m.group("answer")
-    if session:
-        return question_uri(session)
-    return f"urn:trustgraph:{m.group('kind')}:{m.group('sid')}"
+        return None
+    if m["question"]:
+        return TraceUri("graphrag", m["question"], "question")
+    if m["stage"]:
+        return TraceUri("graphrag", m["stage_session"], m["stage"])
+    if m["edge_session"]:
+        return TraceUri("graphrag", m["edge_session"], "edge", _number(m["edge"]))
+    if m["answer"]:
+        return TraceUri("graphrag", m["answer"], "answer")
+    kind, session, suffix = m["kind"], m["session"], m["suffix"]
+    if suffix is None:
+        return TraceUri(kind, session, "question")
+    analysis = _ANALYSIS.match(suffix) if kind == "agent" else None
+    if analysis:
+        return TraceUri(kind, session, "analysis", _number(analysis[1]))
+    return TraceUri(kind, session, _SUFFIXES.get((kind, suffix), ""))
+
+
+def trace_root_of(uri: str) -> str:
+    """The Question URI of the trace ``uri`` is named after (itself for a Question), or ``""``."""
+    trace = parse_trace_uri(uri)
+    return trace.question if trace else ""
 
 
 def answer_uri_of(question: str) -> str:
     """The librarian id the answer of Question ``question`` is stored under, or ``""`` for a URI of no scheme."""
-    if trace_root_of(question) != question:
-        return ""
-    kind, _, session = question.removeprefix("urn:trustgraph:").partition(":")
-    if kind == "question":
-        return answer_document_uri(session)
-    if kind == "docrag":
-        return docrag_answer_uri(session)
-    return f"{question}/answer"
+    trace = parse_trace_uri(question)
+    return trace.stage_uri("answer") if trace and trace.stage == "question" else ""
+
+
+def final_stage_uris(question: str) -> tuple[str, str]:
+    """``(final stage, error stage)`` URIs of the trace rooted at Question ``question`` (``""`` for another URI).
+
+    A trace is finished when one of them is stored.
+    """
+    trace = parse_trace_uri(question)
+    if trace is None or trace.stage != "question":
+        return "", ""
+    return trace.stage_uri(FINAL_STAGES[trace.kind]), trace.stage_uri("error")
+
+
+#: Ids of GraphRAG and DocumentRAG queries as the services make them (uuids).
+_QUERY_ID = re.compile(r"[0-9A-Za-z\-]{1,128}\Z")
+
+
+def check_question_uri(uri: str) -> TraceUri:
+    """``uri`` read back, if it is a Question URI whose id is one the services make, else ValueError.
+
+    Query ids are uuids and agent session ids pass :func:`check_session_id`, so such a URI is
+    short and plain enough to echo whole.
+    """
+    trace = parse_trace_uri(uri)
+    if trace is None or trace.stage != "question" or not (
+            _SESSION_ID.match(trace.session) if trace.kind == "agent" else _QUERY_ID.match(trace.session)):
+        raise ValueError(f"not a Question URI: {str(uri)[:80]!r}")
+    return trace

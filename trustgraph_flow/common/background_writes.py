@@ -15,25 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BackgroundWrites", "stage_write"]
-
-
-def stage_write(ports: Any, user: str, collection: str, uri: str, triples: Sequence[Any],
-                answer: tuple[str, str] | None = None) -> Callable[[], Awaitable[None]]:
-    """The write that stores one explain stage, for :meth:`BackgroundWrites.start`.
-
-    :param ports: has ``store_explain``, and ``store_answer`` when ``answer`` is given.
-    :param answer: ``(document URI, text)`` of the answer the stage points at (the Synthesis):
-        the stage then travels with the answer, and the librarian stores it only after the
-        answer, so a stored trace never names an answer that is not stored.
-    """
-    if answer is None:
-        return lambda: ports.store_explain(user, collection, uri, triples)
-    return lambda: ports.store_answer(user, collection, *answer, uri, triples)
+__all__ = ["BackgroundWrites"]
 
 
 class BackgroundWrites:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 
 from trustgraph_base.processor import Processor, raise_on_error
@@ -17,6 +18,19 @@ from trustgraph_base.schema import (
     LibrarianRequest, Metadata, PromptRequest, StoredAnswer, TraceClaimRequest, Triple, TriplePattern, Triples,
     TriplesQueryRequest,
 )
+
+
+@dataclass
+class PromptOutcome:
+    """What a prompt call returned (parsed objects for JSONL templates, text otherwise)."""
+
+    objects: list[Any] = field(default_factory=list)
+    text: str = ""
+    dropped: int = 0
+    reasons: list[str] = field(default_factory=list)
+    model: str = ""
+    in_token: int = 0
+    out_token: int = 0
 
 
 def prompt_terms(terms: dict[str, Any]) -> dict[str, str]:
@@ -33,9 +47,8 @@ class BusPorts:
     service (benchmarks report store round trips from it).
     """
 
-    def __init__(self, processor: Processor, outcome_cls: type):
+    def __init__(self, processor: Processor):
         self.p = processor
-        self.outcome_cls = outcome_cls
         self.stats: dict[str, int] = {}
         self.embedding_model = ""
 
@@ -73,19 +86,20 @@ class BusPorts:
             follow_depth=follow_depth, describe=list(describe), describe_types=list(describe_types))))
         return resp.triples
 
-    def _outcome(self, resp) -> Any:
+    @staticmethod
+    def _outcome(resp) -> PromptOutcome:
         objects = json.loads(resp.object) if resp.object else []
-        return self.outcome_cls(objects=objects if isinstance(objects, list) else [objects], text=resp.text,
+        return PromptOutcome(objects=objects if isinstance(objects, list) else [objects], text=resp.text,
                                 dropped=resp.dropped, reasons=list(resp.dropped_reasons), model=resp.model,
                                 in_token=resp.in_token, out_token=resp.out_token)
 
-    async def prompt(self, template: str, terms: dict[str, Any]) -> Any:
+    async def prompt(self, template: str, terms: dict[str, Any]) -> PromptOutcome:
         self._count("prompt")
         resp = raise_on_error("prompt", await self.p.client("prompt").request(
             PromptRequest(id=template, terms=prompt_terms(terms))))
         return self._outcome(resp)
 
-    async def prompt_stream(self, template: str, terms: dict[str, Any]) -> AsyncIterator[Any]:
+    async def prompt_stream(self, template: str, terms: dict[str, Any]) -> AsyncIterator[str | PromptOutcome]:
         self._count("prompt")
         async for resp in self.p.client("prompt").stream(PromptRequest(id=template, terms=prompt_terms(terms),
                                                                         streaming=True)):
@@ -93,7 +107,7 @@ class BusPorts:
             if resp.text:
                 yield resp.text
             if resp.end_of_stream:
-                yield self.outcome_cls(model=resp.model, in_token=resp.in_token, out_token=resp.out_token)
+                yield PromptOutcome(model=resp.model, in_token=resp.in_token, out_token=resp.out_token)
 
     async def store_answer(self, user: str, collection: str, document_id: str, text: str, stage_uri: str,
                            stage_triples: list[Triple]) -> None:

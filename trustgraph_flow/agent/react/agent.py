@@ -17,23 +17,17 @@ trace with an Error derived from the last stored stage.
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.agent import agent_final_triples, agent_iteration_triples, agent_session_triples
-from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
-from trustgraph_base.provenance.triples import error_triples
-from trustgraph_base.store.triples import check_names
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
+from trustgraph_base.store.triples import check_names
 
-from ...common.background_writes import BackgroundWrites, stage_write
-from ...retrieval.graph_rag.rag import query_size_error
+from ...common.query_session import QuerySession, check_question
 from .parser import FinalAnswer, ReactParseError, parse_react
 from .tools import DEFAULT_TOOLS, Tool
-
-log = logging.getLogger(__name__)
 
 Emit = Callable[[AgentResponse], Awaitable[None]]
 
@@ -76,129 +70,104 @@ class ReactAgent:
 
     async def run(self, req: AgentRequest, emit: Emit) -> None:
         s = self.settings
-        explain = bool(req.session_id)
-        collection = s.explain_collection or req.collection
-        max_iter = req.max_iterations or s.max_iterations
-        history: list[AgentStep] = list(req.history)
         tools = [t for t in self.tools.values() if not req.group or t.name in req.group]
-
         check_names(req.user, req.collection)  # before anything is stored or any tool runs
-        if explain:
-            session_uri = uris.agent_session_uri(req.session_id)  # validates the id
-        else:
-            session_uri = ""
-        parent = session_uri
-        writes = BackgroundWrites()  # explain triples on their way to storage
-        stage = "question"  # how far the run got, for its Error stage
+        explain = bool(req.session_id)
+        session = QuerySession(self.ports, emit, response=AgentResponse, user=req.user,
+                               collection=s.explain_collection or req.collection,
+                               question_uri=uris.agent_session_uri(req.session_id) if explain else "",  # checks the id
+                               explainable=explain, subject=f"agent session {req.session_id or '-'}",
+                               failure=_failed, queue_events=False)
+        await session.run(lambda: self._dialog(req, session, tools, list(req.history),
+                                               req.max_iterations or s.max_iterations))
 
-        def explain_event(uri: str, triples: list[Triple]) -> AgentResponse:
-            return AgentResponse(message_type="explain", explain_id=uri, explain_collection=collection,
-                                 explain_graph=GRAPH_RETRIEVAL, explain_triples=triples)
-
-        async def explain_stage(uri: str, triples: list[Triple]) -> None:
-            if not explain:
+    async def _dialog(self, req: AgentRequest, session: QuerySession, tools: list[Tool], history: list[AgentStep],
+                      max_iter: int) -> None:
+        check_question(req.question, "question")
+        if not tools:
+            raise ValueError(f"no tools available (group {req.group!r} matches none)")
+        if session.explainable:
+            await self._claim(req, session)
+        session.stage = "analysis"
+        parent = session.question_uri
+        for n in range(len(history) + 1, max_iter + 1):
+            final = await self._iteration(req, session, tools, history, n, parent)
+            if final is not None:
+                session.stage = "conclusion"
+                if final.thought:
+                    await session.send(AgentResponse(message_type="thought", content=final.thought,
+                                                     end_of_message=True))
+                await self._conclude(req, session, parent, final.answer)
                 return
-            # To storage and to the client at once; the end of the dialog waits for the storage writes.
-            writes.start(uri, stage_write(self.ports, req.user, collection, uri, triples))
-            await emit(explain_event(uri, triples))
+            if session.explainable:
+                parent = uris.agent_iteration_uri(req.session_id, n)
+        session.stage = "conclusion"
+        await self._conclude(req, session, parent, self._give_up(history, max_iter), termination="max-iterations")
 
-        async def claim_session(triples: list[Triple]) -> None:
-            """Store the Question as a new trace, or refuse the run: its session id names another one."""
-            async def claim() -> None:
-                if not await self.ports.claim_trace(req.user, collection, triples):
-                    raise SessionInUse(req.session_id, session_uri, collection)
+    async def _claim(self, req: AgentRequest, session: QuerySession) -> None:
+        """Store the Question as a new trace, or refuse the run: its session id names another one."""
+        triples = agent_session_triples(session.question_uri, req.question)
 
-            writes.start(session_uri, claim)
-            await writes.wait()  # before the client hears of the run and before anything else is stored
-            await emit(explain_event(session_uri, triples))
+        async def claim() -> None:
+            if not await self.ports.claim_trace(req.user, session.collection, triples):
+                raise SessionInUse(req.session_id, session.question_uri, session.collection)
+
+        await session.claim(session.question_uri, triples, claim)
+
+    async def _iteration(self, req: AgentRequest, session: QuerySession, tools: list[Tool], history: list[AgentStep],
+                         n: int, parent: str) -> FinalAnswer | None:
+        """Iteration ``n``: prompt, parse, act, observe, record the Analysis; the final answer if the model gave one."""
+        tool_error = ""
+        outcome = await self.ports.prompt("agent-react", {
+            "question": req.question, "tools": [t.as_prompt_term() for t in tools],
+            "history": [{"thought": h.thought, "action": h.action, "arguments": h.arguments,
+                         "observation": h.observation} for h in history]})
+        try:
+            step = parse_react(outcome.text)
+        except ReactParseError as e:
+            step = None
+            thought, action, arguments = "", "parse-error", {}
+            observation = (f"Your reply could not be parsed: {e}. Reply with Thought/Action/Args "
+                           f"or Thought/Final Answer.")
+            tool_error = str(e)
+        if isinstance(step, FinalAnswer):
+            return step
+        it_uri = uris.agent_iteration_uri(req.session_id, n) if session.explainable else ""
+        if step is not None:
+            thought, action, arguments = step.thought, step.action, dict(step.arguments)
+            await session.send(AgentResponse(message_type="thought", content=thought, end_of_message=True,
+                                             message_id=it_uri))
+            await session.send(AgentResponse(message_type="action", content=json.dumps(
+                {"action": action, "arguments": arguments}, ensure_ascii=False), end_of_message=True,
+                message_id=it_uri))
+            observation, tool_error = await self._act(req, session, tools, action, arguments, it_uri)
+        await session.send(AgentResponse(message_type="observation", content=observation, end_of_message=True,
+                                         message_id=it_uri))
+        history.append(AgentStep(thought=thought, action=action, arguments={k: str(v) for k, v in arguments.items()},
+                                 observation=observation))
+        if session.explainable:
+            await session.explain(it_uri, agent_iteration_triples(it_uri, parent, thought, action, arguments,
+                                                                  observation, tool_error=tool_error))
+        return None
+
+    async def _act(self, req: AgentRequest, session: QuerySession, tools: list[Tool], action: str, arguments: dict,
+                   it_uri: str) -> tuple[str, str]:
+        """Run the tool the model chose: its observation and tool error (``""``: none)."""
+        tool = self.tools.get(action) if action in {t.name for t in tools} else None
+        if tool is None:
+            observation = f"Unknown tool {action!r}. Available tools: {', '.join(t.name for t in tools)}."
+            return observation, observation
 
         async def forward_sub_explain(uri: str, triples: list[Triple]) -> None:
             # Let the client see the sub-trace's question (the link target) as it happens.
-            if explain and uri.startswith(("urn:trustgraph:question:", "urn:trustgraph:docrag:")) \
-                    and "/" not in uri.split(":", 3)[-1]:
-                await emit(AgentResponse(message_type="explain", explain_id=uri, explain_collection=collection,
-                                         explain_graph=GRAPH_RETRIEVAL, explain_triples=triples))
+            sub = uris.parse_trace_uri(uri)
+            if sub is not None and sub.stage == "question" and sub.kind in ("graphrag", "docrag"):
+                await session.show(uri, triples)
 
-        try:
-            if not req.question.strip():
-                raise ValueError("the question is empty")
-            if query_size_error(req.question):
-                raise ValueError(query_size_error(req.question))
-            if not tools:
-                raise ValueError(f"no tools available (group {req.group!r} matches none)")
-            if explain:
-                await claim_session(agent_session_triples(session_uri, req.question))
-            stage = "analysis"
-            n = len(history)
-            while True:
-                if n >= max_iter:
-                    stage = "conclusion"
-                    answer = self._give_up(history, max_iter)
-                    await self._conclude(req, emit, explain_stage, session_uri, parent, answer, writes,
-                                         termination="max-iterations")
-                    return
-                n += 1
-                tool_error = ""
-                outcome = await self.ports.prompt("agent-react", {
-                    "question": req.question, "tools": [t.as_prompt_term() for t in tools],
-                    "history": [{"thought": h.thought, "action": h.action, "arguments": h.arguments,
-                                 "observation": h.observation} for h in history]})
-                try:
-                    step = parse_react(outcome.text)
-                except ReactParseError as e:
-                    step = None
-                    thought, action, arguments = "", "parse-error", {}
-                    observation = (f"Your reply could not be parsed: {e}. Reply with Thought/Action/Args "
-                                   f"or Thought/Final Answer.")
-                    tool_error = str(e)
-                if isinstance(step, FinalAnswer):
-                    stage = "conclusion"
-                    if step.thought:
-                        await emit(AgentResponse(message_type="thought", content=step.thought, end_of_message=True))
-                    await self._conclude(req, emit, explain_stage, session_uri, parent, step.answer, writes)
-                    return
-                it_uri = uris.agent_iteration_uri(req.session_id, n) if explain else ""
-                if step is not None:
-                    thought, action, arguments = step.thought, step.action, dict(step.arguments)
-                    await emit(AgentResponse(message_type="thought", content=thought, end_of_message=True,
-                                             message_id=it_uri))
-                    await emit(AgentResponse(message_type="action", content=json.dumps(
-                        {"action": action, "arguments": arguments}, ensure_ascii=False), end_of_message=True,
-                        message_id=it_uri))
-                    tool = self.tools.get(action) if action in {t.name for t in tools} else None
-                    if tool is None:
-                        observation = (f"Unknown tool {action!r}. Available tools: "
-                                       f"{', '.join(t.name for t in tools)}.")
-                        tool_error = observation
-                    else:
-                        query = str(arguments.get(tool.argument) or arguments.get("question") or
-                                    next(iter(arguments.values()), "") or req.question)
-                        result = await self.ports.run_tool(tool, query, req, it_uri, collection, forward_sub_explain)
-                        observation, tool_error = result.text, result.error
-                await emit(AgentResponse(message_type="observation", content=observation, end_of_message=True,
-                                         message_id=it_uri))
-                history.append(AgentStep(thought=thought, action=action,
-                                         arguments={k: str(v) for k, v in arguments.items()},
-                                         observation=observation))
-                if explain:
-                    await explain_stage(it_uri, agent_iteration_triples(it_uri, parent, thought, action, arguments,
-                                                                        observation, tool_error=tool_error))
-                    parent = it_uri
-        except Exception as e:  # noqa: BLE001 - every failure ends the dialog with an error
-            message = str(e) or type(e).__name__
-            log.warning("agent session %s failed at %s: %s", req.session_id or "-", stage, message)
-            await writes.settle()
-            stored = writes.last_written  # the Error follows the last stored stage ("": nothing of this run stored)
-            if explain and stored:
-                err_uri = uris.agent_error_uri(req.session_id)
-                try:
-                    await explain_stage(err_uri, error_triples(err_uri, stored, message, stage))
-                    await writes.wait()
-                except Exception as e2:  # noqa: BLE001 - the client still gets its error below
-                    log.error("could not record the error of agent session %s: %s", req.session_id, e2)
-            await emit(AgentResponse(message_type="error", content=message,
-                                     error=Error(getattr(e, "error_type", "agent-error"), message),
-                                     end_of_message=True, end_of_dialog=True))
+        query = str(arguments.get(tool.argument) or arguments.get("question") or
+                    next(iter(arguments.values()), "") or req.question)
+        result = await self.ports.run_tool(tool, query, req, it_uri, session.collection, forward_sub_explain)
+        return result.text, result.error
 
     @staticmethod
     def _give_up(history: list[AgentStep], max_iter: int) -> str:
@@ -207,12 +176,18 @@ class ReactAgent:
         base = f"I stopped after {max_iter} steps without reaching a final answer."
         return base + (f" The last useful observation was: {useful[-1]}" if useful else "")
 
-    async def _conclude(self, req: AgentRequest, emit: Emit, explain_stage, session_uri: str, parent: str,
-                        answer: str, writes: BackgroundWrites, termination: str = "") -> None:
-        await emit(AgentResponse(message_type="answer", content=answer, end_of_message=True))
-        if req.session_id:
+    async def _conclude(self, req: AgentRequest, session: QuerySession, parent: str, answer: str,
+                        termination: str = "") -> None:
+        await session.send(AgentResponse(message_type="answer", content=answer, end_of_message=True))
+        if session.explainable:
             final_uri = uris.agent_final_uri(req.session_id)
-            await explain_stage(final_uri, agent_final_triples(final_uri, parent or session_uri, answer,
-                                                               termination_reason=termination))
-            await writes.wait()  # the end of the dialog means: the whole trace is on its way to storage
-        await emit(AgentResponse(message_type="answer", content="", end_of_message=True, end_of_dialog=True))
+            await session.explain(final_uri, agent_final_triples(final_uri, parent or session.question_uri, answer,
+                                                                 termination_reason=termination))
+        await session.close(AgentResponse(message_type="answer", content="", end_of_message=True, end_of_dialog=True))
+
+
+def _failed(error: Exception, message: str, trace: dict[str, str]) -> AgentResponse:
+    """The last message of a failed run; its type is the failure's own (``session-in-use``) or ``agent-error``."""
+    return AgentResponse(message_type="error", content=message,
+                         error=Error(getattr(error, "error_type", "agent-error"), message),
+                         end_of_message=True, end_of_dialog=True)

@@ -13,7 +13,7 @@ from trustgraph_base.schema import (
 
 from ...common.ports import BusPorts
 from ...common.services import client_spec, explain_producer_specs, request_spec
-from ...retrieval.graph_rag.rag import NO_ANSWER_ERROR, PromptOutcome
+from ...common.query_session import NO_ANSWER_ERROR
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
 
@@ -85,7 +85,7 @@ class AgentService(Processor):
         for kind in ("graph-rag", "document-rag", "text-completion"):
             if kind in kinds:
                 self.add(client_spec(kind, self.flow))
-        self.ports = AgentPorts(self, PromptOutcome)
+        self.ports = AgentPorts(self)
         self.agent = ReactAgent(self.ports, configured, AgentSettings(max_iterations, explain_collection))
 
     async def on_request(self, req: AgentRequest, ctx) -> None:

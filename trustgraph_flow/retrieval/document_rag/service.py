@@ -9,7 +9,6 @@ from trustgraph_base.schema import DocumentRagQuery
 
 from ...common.ports import BusPorts
 from ...common.services import client_spec, explain_producer_specs, request_spec
-from ..graph_rag.rag import PromptOutcome
 from .rag import DocumentRag, DocumentRagSettings
 
 
@@ -26,7 +25,7 @@ class DocumentRagService(Processor):
             self.add(spec)
         for service in ("embeddings", "document-embeddings", "prompt", "librarian"):
             self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
-        self.ports = BusPorts(self, PromptOutcome)
+        self.ports = BusPorts(self)
         self.rag = DocumentRag(self.ports, DocumentRagSettings(doc_limit, explain_collection))
 
     async def on_request(self, req: DocumentRagQuery, ctx) -> None:

@@ -3,7 +3,6 @@
 - :mod:`.subgraph`: exploration plan and the growing subgraph (pure).
 - :mod:`.labels`: the label graph the LLM sees and the map back to original terms (pure).
 - :mod:`.selection`: turning the LLM's JSONL into edge selections (pure).
-- :mod:`.sources`: source chains (edge → subgraph → chunk → page → document) (pure).
 - :mod:`.rag`: the query orchestration against abstract ports, emitting explain events.
 - :mod:`.service`: the ``graph-rag`` processor wiring.
 """

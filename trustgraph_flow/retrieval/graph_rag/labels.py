@@ -4,41 +4,22 @@
 ``edge_id(label_s, label_p, label_o)`` and a ``uri_map`` from id to the **original** terms.
 Two different edges are never merged: when two different nodes share a label the labels are
 disambiguated with a short hint of the IRI (``Paris [paris-texas]``), and if two distinct
-label triples still hash to the same 8-hex id the later one gets a longer id.
+label triples still hash to the same 8-hex id the later one gets a longer id.  Terms are labelled
+as everywhere else (:mod:`trustgraph_base.rdf.labels`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from trustgraph_base.provenance.triples import edge_id
+from trustgraph_base.rdf.labels import fallback_label, term_label
 from trustgraph_base.rdf.terms import serialize_term
-from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
+from trustgraph_base.schema import IRI, Term, Triple
 
-__all__ = ["LabelGraph", "get_labelgraph", "term_label", "fallback_label"]
-
-
-def fallback_label(iri: str) -> str:
-    """A readable stand-in when an IRI has no ``rdfs:label``: its last path segment, de-slugged."""
-    tail = re.split(r"[/#:]", iri.rstrip("/#"))[-1] or iri
-    return tail.replace("-", " ").replace("_", " ") or iri
-
-
-def term_label(term: Term, labels: Mapping[str, str]) -> str:
-    """The label of a term: ``rdfs:label`` for IRIs, the lexical form for literals."""
-    if term.type == IRI:
-        return labels.get(term.value) or fallback_label(term.value)
-    if term.type == LITERAL:
-        return term.value
-    if term.type == BLANK:
-        return f"_:{term.value}"
-    if term.type == TRIPLE:
-        t = term.triple
-        return f"<<{term_label(t.s, labels)} {term_label(t.p, labels)} {term_label(t.o, labels)}>>"
-    return str(term.value)
+__all__ = ["LabelGraph", "get_labelgraph"]
 
 
 @dataclass

@@ -17,7 +17,7 @@ from trustgraph_base.schema import GraphRagQuery
 
 from ...common.ports import BusPorts
 from ...common.services import client_spec, explain_producer_specs, request_spec
-from .rag import GraphRag, GraphRagSettings, PromptOutcome
+from .rag import GraphRag, GraphRagSettings
 
 
 class GraphRagService(Processor):
@@ -34,7 +34,7 @@ class GraphRagService(Processor):
             self.add(spec)
         for service in ("embeddings", "graph-embeddings", "triples", "prompt"):
             self.add(client_spec(service, self.flow, timeout=(client_timeouts or {}).get(service)))
-        self.ports = BusPorts(self, PromptOutcome)
+        self.ports = BusPorts(self)
         self.rag = GraphRag(self.ports, GraphRagSettings(entity_limit, triple_limit, max_subgraph_size,
                                                          max_path_length, edge_limit, explain_collection))
 

@@ -3,18 +3,17 @@
 Extraction provenance (DESIGN.md 3.4) lives in ``urn:graph:source``: a Subgraph
 ``tg:contains <<( s p o )>>`` and ``prov:wasDerivedFrom`` its Chunk, which derives from a
 Page, which derives from the Document.  The triples-query service returns all of that in one
-request (``follow`` / ``describe``); :func:`build_source_chains` assembles it per edge.
+request (``follow`` / ``describe``); :func:`build_source_chains` assembles it per edge.  GraphRAG
+sends the chains with its Focus, and the CLI finds them for a stored trace, with the same code.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from trustgraph_base.provenance import namespaces as ns
-from trustgraph_base.rdf.terms import serialize_term
-from trustgraph_base.schema import (
-    IRI, TRIPLE, EdgeSource, Source, SourceChainLink, Term, Triple, TriplePattern,
-)
+from ..rdf.terms import serialize_term
+from ..schema import IRI, TRIPLE, EdgeSource, Source, SourceChainLink, Term, Triple, TriplePattern
+from . import namespaces as ns
 
 __all__ = ["source_patterns", "build_source_chains", "source_documents", "SOURCE_FOLLOW", "SOURCE_DESCRIBE",
            "SOURCE_DEPTH", "SOURCE_TYPES", "source_walk"]
