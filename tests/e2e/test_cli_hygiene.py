@@ -365,18 +365,24 @@ def test_reloading_with_a_new_title_prints_the_title_that_is_kept(deployment, tm
 
 
 def test_text_in_another_encoding_names_the_encoding_option(deployment, tmp_path):
+    """Latin-1 text is detected and loads; damaged UTF-8 (no encoding fits) is refused naming --encoding,
+    which then loads it as the encoding named."""
     d = deployment
     collection = _unique("enc")
-    doc = tmp_path / "latin.txt"
-    doc.write_bytes("Amélie Roux invented the crème pump.\n".encode("latin-1"))
-    r = d.run("tg-load-document", "-C", collection, str(doc), timeout=120)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Amélie Roux invented the crème pump.\n".encode("latin-1"))
+    damaged = tmp_path / "damaged.txt"
+    damaged.write_bytes("Zoë Hart found the comet.\n".encode("utf-8") + "Amélie Roux invented the crème pump.\n"
+                        .encode("latin-1"))
+    r = d.run("tg-load-document", "-C", collection, str(damaged), timeout=120)
     assert_clean_failure(r, EXIT_USAGE, contains="not valid UTF-8")
     assert "--encoding latin-1" in r.stderr_lines[0], r.explain()
-    loaded = d.ok("tg-load-document", "-C", collection, "--encoding", "latin-1", str(doc))
-    doc_id = re.fullmatch(r"Loaded latin\.txt as (\S+)", loaded.stdout.strip()).group(1)
-    tree = json.loads(d.ok("tg-show-extraction-provenance", doc_id, "-C", collection, "--format", "json",
-                           "--show-content").stdout)
-    assert "Amélie Roux invented the crème pump." in tree["pages"][0]["chunks"][0]["content"]
+    for doc, extra in ((latin, ()), (damaged, ("--encoding", "latin-1"))):
+        loaded = d.ok("tg-load-document", "-C", collection, *extra, str(doc))
+        doc_id = re.fullmatch(rf"Loaded {doc.name} as (\S+)", loaded.stdout.strip()).group(1)
+        tree = json.loads(d.ok("tg-show-extraction-provenance", doc_id, "-C", collection, "--format", "json",
+                               "--show-content").stdout)
+        assert "Amélie Roux invented the crème pump." in tree["pages"][0]["chunks"][0]["content"]
 
 
 def test_a_file_name_that_is_not_utf8_is_named_and_titled_with_title(deployment, tmp_path):
