@@ -11,7 +11,7 @@ A :class:`ProcessorEntry` says what a processor is and how it talks on the bus:
 * ``starts``: flows it writes only when a request asks for it (the librarian's
   ``process-document`` starts ``document-load``); a closure follows them only when named;
 * ``needs_llm``: it runs only where an LLM endpoint is configured;
-* ``env``: environment variables it reads beyond the bus and store ones;
+* ``env``: environment variables a deployment gives it beyond the bus and store ones;
 * ``profile``: the docker-compose profile it is in (``""``: started by ``docker compose up``);
 * ``embedded``: it is part of the embedded stack (the gateway runs beside it, in ``tg-gateway``).
 
@@ -51,8 +51,8 @@ STORES: dict[str, tuple[str, dict[str, str]]] = {
 #: The flow (work) queues (their messages: ``trustgraph_flow.common.services.FLOWS``).
 FLOW_NAMES = ("triples-store", "document-load", "text-pages", "chunks", "entity-contexts", "answer-store")
 
-#: What the LLM-backed processors read (``trustgraph_flow.model.llm``).
-LLM_ENV = ("LLM_BACKEND", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL")
+#: The LLM endpoint's settings (``trustgraph_flow.model.llm``, ``text-completion``).
+LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL")
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
                    runner="run_document_embeddings", stores={"vector_index": "document-vectors"},
                    serves=("document-embeddings",)),
     ProcessorEntry("embeddings", _F + "model.services:EmbeddingsService", runner="run_embeddings",
-                   serves=("embeddings",), env=("TG_EMBEDDINGS", "OPENAI_EMBEDDING_MODEL")),
+                   serves=("embeddings",)),
     ProcessorEntry("text-completion", _F + "model.services:TextCompletionService", runner="run_text_completion",
                    serves=("text-completion",), needs_llm=True, env=LLM_ENV, profile="llm"),
     ProcessorEntry("prompt", _F + "model.services:PromptService", runner="run_prompt",
@@ -142,8 +142,7 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
                    feeds=("triples-store",), env=LLM_ENV),
     ProcessorEntry("api-gateway", _F + "gateway.service:ApiGateway",
                    calls=("graph-rag", "document-rag", "agent", "triples", "librarian"),
-                   env=("TG_GATEWAY_HOST", "TG_GATEWAY_PORT", "TG_GATEWAY_TOKEN", "TG_GATEWAY_TOKENS_FILE",
-                        "TG_GATEWAY_DEFAULT_USER"), profile="gateway", embedded=False),
+                   env=("TG_GATEWAY_HOST", "TG_GATEWAY_TOKEN"), profile="gateway", embedded=False),
 ]}
 
 

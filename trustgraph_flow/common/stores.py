@@ -95,9 +95,9 @@ def store_options_for(backend: str, options: dict[str, Any] | None) -> dict[str,
     return options
 
 
-def open_store(kind: str, backend: str, options: dict[str, Any] | None = None, **kw: Any) -> Any:
-    """A new store of ``kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``; ``kw`` go to its opener."""
-    module, _, name = _OPENERS[kind].partition(":")
+def open_store(store_kind: str, backend: str, options: dict[str, Any] | None = None, **kw: Any) -> Any:
+    """A new store of ``store_kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``; ``kw`` go to its opener."""
+    module, _, name = _OPENERS[store_kind].partition(":")
     opener = getattr(importlib.import_module(module), name)
     return opener(backend, **kw, **store_options_for(backend, options))
 
@@ -106,8 +106,8 @@ class StoreBackedProcessor:
     """Mixin for processors that keep stores: store options, opening (or being handed) stores,
     closing the ones they opened on stop.  Use as ``class X(StoreBackedProcessor, Processor)``.
 
-    ``self.use_store(given, kind, **kw)`` returns ``given`` when a shared store object was passed
-    in (the embedded stack shares one per store), else opens a ``kind`` store on the backend
+    ``self.use_store(given, store_kind, **kw)`` returns ``given`` when a shared store object was passed
+    in (the embedded stack shares one per store), else opens a ``store_kind`` store on the backend
     chosen for that kind and remembers to close it.
 
     :param store: backend of every kind (``None``: none chosen; see the module docstring).
@@ -134,10 +134,10 @@ class StoreBackedProcessor:
                 f"--store cassandra; a service on Pulsar never falls back to a SQLite file of its own")
         return EMBEDDED_BACKEND
 
-    def use_store(self, given, kind: str, **kw):
+    def use_store(self, given, store_kind: str, **kw):
         if given is not None:
             return given
-        opened = open_store(kind, self.backend_for(kind), self.store_options, **kw)
+        opened = open_store(store_kind, self.backend_for(store_kind), self.store_options, **kw)
         self._owned_stores.append(opened)
         return opened
 
