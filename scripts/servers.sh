@@ -38,9 +38,9 @@ ROOT_VENV_PYTHON="$HERE/../../.venv/bin/python"
 if [ -z "${PYTHON:-}" ]; then
   if [ -x "$ROOT_VENV_PYTHON" ]; then PYTHON=$ROOT_VENV_PYTHON; else PYTHON=python3; fi
 fi
-# Heaps for a 2-core / 24 GiB machine shared with other test runs: 1 GiB each is ample for test
-# data and keeps both JVMs near 2 GiB RSS together (stock defaults would take 2 GiB heap + 4 GiB
-# direct for Pulsar and 6 GiB heap for Cassandra, i.e. a quarter of the machine per pair).
+# Heaps for a 2-core / 24 GiB machine shared with other test runs (docs/servers.md, "Memory"; the
+# measured RSS of a long-running pair is about 3.9 GB); stock defaults would take 2 GiB heap + 4 GiB
+# direct for Pulsar and 6 GiB heap for Cassandra, i.e. a quarter of the machine per pair.
 PULSAR_HEAP=${PULSAR_HEAP:-1g}
 PULSAR_DIRECT_MEMORY=${PULSAR_DIRECT_MEMORY:-1g}
 CASSANDRA_HEAP=${CASSANDRA_HEAP:-2g}
