@@ -2,7 +2,7 @@
 
 A :class:`ProcessorEntry` says what a processor is and how it talks on the bus:
 
-* ``id``: its processor id, its console script's name and its default ``--id``;
+* ``id``: its processor id, the name of the console script that runs it alone, its default ``--id``;
 * ``cls``: its class as ``"module:Class"`` (a string, so nothing is imported until it runs);
 * ``runner``: the function of that module its console script calls (``pyproject.toml``);
 * ``stores``: the stores it needs, constructor parameter -> store (:data:`STORES`);
@@ -67,16 +67,13 @@ class ProcessorEntry:
     calls: tuple[str, ...] = ()
     consumes: tuple[str, ...] = ()
     feeds: tuple[str, ...] = ()
+    #: flows written only when a request asks for it (followed by :func:`closure` only when named)
     starts: tuple[str, ...] = ()
     needs_llm: bool = False
     env: tuple[str, ...] = ()
+    #: the docker-compose profile (``""``: started by ``docker compose up``)
     profile: str = ""
     embedded: bool = True
-
-    @property
-    def script(self) -> str:
-        """The console script that runs it on its own."""
-        return self.id
 
     @property
     def entry_point(self) -> str:

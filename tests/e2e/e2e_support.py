@@ -15,7 +15,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from trustgraph_flow.manifest import PROCESSORS
 
@@ -301,3 +302,22 @@ def wait_ready(services: list[ServiceProcess], timeout: float) -> None:
     late = [s.name for s in services if not s.ready()]
     raise RuntimeError(f"services not ready after {timeout:.0f} s: {late}\n"
                        + "\n".join(f"--- {s.name}\n{s.log_text()[-2000:]}" for s in services if s.name in late))
+
+
+@contextmanager
+def running_llm_server(*options: str) -> Iterator[str]:
+    """The project's OpenAI-compatible test server (``tg-test-llm-server``) as a subprocess; yields its base URL."""
+    proc = subprocess.Popen([script("tg-test-llm-server"), "--port", "0", *options], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        proc.stdout.close()

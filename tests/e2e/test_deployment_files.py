@@ -26,7 +26,7 @@ from trustgraph_flow.manifest import PROCESSORS
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-STORE_SERVICES = {e.script for e in PROCESSORS.values() if e.stores}
+STORE_SERVICES = {e.id for e in PROCESSORS.values() if e.stores}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def compose() -> dict:
 def service_scripts() -> set[str]:
     """The processors' console scripts, from the service manifest (tests/unit/test_manifest.py holds
     pyproject.toml to the same list)."""
-    return {e.script for e in PROCESSORS.values()}
+    return {e.id for e in PROCESSORS.values()}
 
 
 def _tool(name: str) -> str:
@@ -79,7 +79,7 @@ def test_every_processor_has_a_container(compose, service_scripts):
 
 def test_each_container_has_the_profile_and_variables_the_manifest_gives_it(compose):
     for e in PROCESSORS.values():
-        s = compose["services"][e.script]
+        s = compose["services"][e.id]
         assert s.get("profiles", []) == ([e.profile] if e.profile else []), e.id
         missing = [v for v in e.env if v not in s["environment"]]
         assert not missing, (e.id, missing)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_support import ServiceProcess, base_env, run_cli, script, wait_ready
+from e2e_support import ServiceProcess, base_env, run_cli, running_llm_server, script, wait_ready
 from trustgraph_flow.manifest import PROCESSORS
 
 pytestmark = pytest.mark.e2e
@@ -54,7 +54,7 @@ def readme_block(name: str) -> list[list[str]]:
 
 def test_readme_lists_every_service_once_with_the_store_option_exactly_where_it_keeps_data():
     services = readme_block("distributed-services")
-    assert sorted(argv[0] for argv in services) == sorted(e.script for e in PROCESSORS.values())
+    assert sorted(argv[0] for argv in services) == sorted(e.id for e in PROCESSORS.values())
     for argv in services:
         assert ("--store" in argv) == bool(PROCESSORS[argv[0]].stores), argv
 
@@ -68,18 +68,8 @@ def _free_port() -> int:
 @pytest.fixture
 def test_llm():
     """The project's OpenAI-compatible test server (for ``text-completion``)."""
-    proc = subprocess.Popen([script("tg-test-llm-server"), "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-    proc.stdout.close()
+    with running_llm_server() as url:
+        yield url
 
 
 def _drop_keyspace(cassandra, user: str) -> None:
@@ -135,7 +125,7 @@ def _one_line_refusal(argv: list[str], env: dict[str, str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("service", sorted(e.script for e in PROCESSORS.values() if e.stores))
+@pytest.mark.parametrize("service", sorted(e.id for e in PROCESSORS.values() if e.stores))
 def test_a_store_service_on_pulsar_given_no_store_refuses_to_start(service, tmp_path):
     # the broker address is never reached: the refusal comes first
     line = _one_line_refusal([script(service), "--pubsub", "pulsar", "--pulsar-url", "pulsar://127.0.0.1:9"],

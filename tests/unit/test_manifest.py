@@ -31,7 +31,7 @@ SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scrip
 
 def test_every_service_script_of_pyproject_is_a_manifest_entry_and_back():
     services = {name: target for name, target in SCRIPTS.items() if not name.startswith("tg-")}
-    assert services == {e.script: e.entry_point for e in PROCESSORS.values()}
+    assert services == {e.id: e.entry_point for e in PROCESSORS.values()}
     assert SCRIPTS["tg-processor-group"] == "trustgraph_flow.manifest:group_main"
 
 
