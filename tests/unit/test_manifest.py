@@ -141,3 +141,21 @@ def test_flows_named_in_the_manifest_are_the_flows_of_the_contracts():
     named = {s for e in PROCESSORS.values() for s in (*e.serves, *e.calls)}
     assert named == set(SERVICES)
     assert {s for e in PROCESSORS.values() for s in e.serves} == set(SERVICES)
+
+
+def test_listing_traces_embedded_imports_neither_the_pdf_parser_nor_the_embedder(tmp_path):
+    """Classes are imported only when their processor runs: the trace listing's stack is triples-query alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from trustgraph_cli.common import Target\n"
+        "async def main():\n"
+        f"    async with Target(None, {str(tmp_path)!r}, 30.0).connect(('trace-list',)) as conn:\n"
+        "        print(sorted(p.id for p in conn.stack.processors))\n"
+        "asyncio.run(main())\n"
+        "print(sorted(m for m in ('pypdf', 'onnxruntime', 'tokenizers', 'cassandra') if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["['triples-query']", "[]"], r.stdout
