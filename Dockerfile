@@ -15,9 +15,10 @@ COPY trustgraph_cli ./trustgraph_cli
 # pip compiles the bytecode at install time, so every container starts without compiling.
 RUN pip install . && rm -rf /src/build
 
-# Processors need no privileges; embedded CLI data (TG_HOME) goes to the user's home.
+# Processors need no privileges; embedded CLI data (TG_HOME) goes to the user's home.  USER is the
+# numeric id: a name may not resolve on the host that runs the container (hadolint DL3066).
 RUN useradd --create-home --uid 10001 trustgraph
-USER trustgraph
+USER 10001
 WORKDIR /home/trustgraph
 ENV TG_HOME=/home/trustgraph/.trustgraph
 

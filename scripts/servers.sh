@@ -11,7 +11,8 @@
 #
 # Environment (default): IT_HOME (~/.cache/tg-servers), IT_RUN ($IT_HOME/run), PULSAR_VERSION (4.0.8),
 #   CASSANDRA_VERSION (5.0.8), JAVA_HOME_17 (/usr/lib/jvm/java-17-openjdk-amd64), MAVEN_REPO
-#   (~/.m2/repository), PYTHON (python3; needs pulsar-client/cassandra-driver for the real probes),
+#   (~/.m2/repository), PYTHON (the checkout's .venv/bin/python if there, else python3; needs
+#   pulsar-client/cassandra-driver for the real probes),
 #   PULSAR_HEAP (1g), PULSAR_DIRECT_MEMORY (1g), CASSANDRA_HEAP (2g), PULSAR_START_TIMEOUT and
 #   CASSANDRA_START_TIMEOUT (240 s), STOP_TIMEOUT (30 s), IT_KEEP_DATA (0: stop deletes the data dir).
 # Ports (127.0.0.1 only): PULSAR_PORT (6650), PULSAR_HTTP_PORT (8080), PULSAR_BOOKIE_PORT (3181),
@@ -32,10 +33,14 @@ M2=${MAVEN_REPO:-$HOME/.m2/repository}
 MVN=(mvn -B -Dstyle.color=never -Dmaven.repo.local="$M2")
 # fully qualified: a bare "dependency:" prefix would pick Maven 3.8's default plugin 2.8
 DEP=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
-PYTHON=${PYTHON:-python3}
-# Heaps for a 2-core / 24 GiB machine shared with other test runs: 1 GiB each is ample for test
-# data and keeps both JVMs near 2 GiB RSS together (stock defaults would take 2 GiB heap + 4 GiB
-# direct for Pulsar and 6 GiB heap for Cassandra, i.e. a quarter of the machine per pair).
+# The readiness probes need pulsar-client and cassandra-driver: the checkout's own venv has them.
+ROOT_VENV_PYTHON="$HERE/../../.venv/bin/python"
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x "$ROOT_VENV_PYTHON" ]; then PYTHON=$ROOT_VENV_PYTHON; else PYTHON=python3; fi
+fi
+# Heaps for a 2-core / 24 GiB machine shared with other test runs (docs/servers.md, "Memory"; the
+# measured RSS of a long-running pair is about 3.9 GB); stock defaults would take 2 GiB heap + 4 GiB
+# direct for Pulsar and 6 GiB heap for Cassandra, i.e. a quarter of the machine per pair.
 PULSAR_HEAP=${PULSAR_HEAP:-1g}
 PULSAR_DIRECT_MEMORY=${PULSAR_DIRECT_MEMORY:-1g}
 CASSANDRA_HEAP=${CASSANDRA_HEAP:-2g}

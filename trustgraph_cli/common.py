@@ -144,11 +144,15 @@ class Target:
     timeout: float
     flow: str = "default"
 
-    def connect(self, needs: tuple[str, ...]):
-        """A :class:`~trustgraph_cli.connection.Connection` that starts (embedded) only ``needs``."""
+    def connect(self, uses: tuple[str, ...]):
+        """A :class:`~trustgraph_cli.connection.Connection` for a command that uses ``uses``: the services it
+        calls and the flows it writes or starts.  Embedded, it starts only the processors those need
+        (their closure in the service manifest, :func:`trustgraph_flow.manifest.closure`)."""
+        from trustgraph_flow.manifest import closure
+
         from .connection import Connection
 
-        return Connection(self.pulsar_url, self.home, needs, self.timeout, self.flow)
+        return Connection(self.pulsar_url, self.home, closure(*uses), self.timeout, self.flow)
 
 
 #: Longest ``--timeout`` (seconds): one day.  Far beyond any reply; the bus clients take waits in

@@ -25,6 +25,7 @@ from typing import Any
 from trustgraph_base.processor.client import RequestResponseClient
 from trustgraph_base.pubsub import BackendUnavailable
 from trustgraph_base.pubsub.topics import request_queue, response_queue
+from trustgraph_flow.manifest import PROCESSORS, closure
 
 #: Seconds to reach the broker's port / to finish the Pulsar handshake.
 PROBE_SECONDS = 3.0
@@ -37,10 +38,10 @@ STOP_AT_ONCE_SECONDS = 0.2
 #: embedder runs native threads): the command then ends with ``os._exit``, see
 #: :func:`trustgraph_cli.common._exit`.
 native_runtime_started = False
-#: Embedded processors that persist what they receive, and the embedder the vector writers call
-#: (the rest are stopped at once on Ctrl-C).
-WRITERS = frozenset({"triples-write", "librarian", "graph-embeddings-write", "document-embeddings-write",
-                     "embeddings"})
+#: Embedded processors that persist what they receive (a store and a flow to consume, in the service
+#: manifest) and the services they call (the embedder): the rest are stopped at once on Ctrl-C.
+WRITERS = frozenset(e.id for e in PROCESSORS.values() if e.stores and e.consumes) | frozenset(
+    closure(*{c for e in PROCESSORS.values() if e.stores and e.consumes for c in e.calls}))
 
 
 class Connection:
@@ -48,7 +49,7 @@ class Connection:
 
     :param pulsar_url: talk to services over Pulsar at this URL; ``None`` = embedded.
     :param home: embedded data directory (default ``$TG_HOME`` or ``~/.trustgraph``).
-    :param needs: embedded processor ids the command uses (see ``trustgraph_flow.embedded``).
+    :param needs: embedded processor ids the command needs (:func:`trustgraph_flow.manifest.closure`).
     :param timeout: seconds to wait for each reply.
     :param flow: flow name in queue names.
     """

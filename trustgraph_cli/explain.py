@@ -16,7 +16,8 @@ from .common import (
 )
 from .terminal_text import printable, quoted
 
-TRACE_NEEDS = ("triples-query", "triples-write", "librarian")
+#: What showing a trace uses: its triples and the stored answer.
+TRACE_USES = ("triples", "librarian")
 #: What a source line says when the document an edge or chunk came from was removed (tg-remove-library-document).
 SOURCE_REMOVED = "source removed (the document it came from is no longer loaded)"
 _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
@@ -36,7 +37,7 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
 
     check_names(user, collection)
     quiet_logging()
-    async with target.connect(("triples-query",)) as conn:
+    async with target.connect(("trace-list",)) as conn:
         page = await conn.request("trace-list", TraceListRequest(user=user, collection=collection, type=kind or "",
                                                                  limit=limit, cursor=cursor))
         status = await _statuses(conn, user, collection, [t.uri for t in page.traces])
@@ -147,7 +148,7 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
-    async with target.connect(TRACE_NEEDS) as conn:
+    async with target.connect(TRACE_USES) as conn:
         triples = await load_trace_triples(conn, user, collection, uri)
         index = TraceIndex(triples)
         if not triples or trace_type(index, uri) is None:
@@ -357,7 +358,7 @@ async def delete_trace(uri, dry_run, grace, user, collection, target):
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
-    async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
+    async with target.connect(("trace-admin",)) as conn:
         r = await conn.request("trace-admin", TraceAdminRequest(operation="delete", user=user, collection=collection,
                                                                 uri=uri, dry_run=dry_run, grace_seconds=grace))
     _report(r, dry_run)
@@ -375,7 +376,7 @@ async def prune_traces(older_than, dry_run, grace, user, collection, target):
 
     check_names(user, collection)
     quiet_logging()
-    async with target.connect(("triples-query", "triples-write", "librarian", "trace-admin")) as conn:
+    async with target.connect(("trace-admin",)) as conn:
         r = await conn.request("trace-admin", TraceAdminRequest(operation="prune", user=user, collection=collection,
                                                                 older_than_seconds=older_than, dry_run=dry_run,
                                                                 grace_seconds=grace))

@@ -31,8 +31,8 @@ from .common import (
     quiet_logging, run_async,
 )
 
-QUERY_NEEDS = ("triples-write", "triples-query", "graph-embeddings-query", "document-embeddings-query", "embeddings",
-               "prompt", "text-completion", "librarian")
+#: What every query command uses besides its service: the triples, for the labels and sources of ``-x``.
+QUERY_USES = ("triples",)
 
 
 def _index(triples):
@@ -172,7 +172,7 @@ async def graph_rag(question, explainable, no_streaming, entity_limit, triple_li
 
     check_names(user, collection)
     quiet_logging()
-    async with target.connect(QUERY_NEEDS + ("graph-rag",)) as conn:
+    async with target.connect(QUERY_USES + ("graph-rag",)) as conn:
         printer = ExplainPrinter(conn, user, collection)
         req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
                             triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
@@ -217,7 +217,7 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
 
     check_names(user, collection)
     quiet_logging()
-    async with target.connect(QUERY_NEEDS + ("document-rag",)) as conn:
+    async with target.connect(QUERY_USES + ("document-rag",)) as conn:
         printer = ExplainPrinter(conn, user, collection)
         req = DocumentRagQuery(query=question, user=user, collection=collection, doc_limit=doc_limit,
                                streaming=not no_streaming)
@@ -248,8 +248,7 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
         except ValueError as e:
             raise CliError(str(e), EXIT_USAGE) from None
     quiet_logging()
-    needs = QUERY_NEEDS + ("graph-rag", "document-rag", "agent-manager-react")
-    async with target.connect(needs) as conn:
+    async with target.connect(QUERY_USES + ("agent",)) as conn:
         printer = ExplainPrinter(conn, user, collection, verbose)
         client = await conn.client("agent")
         req = AgentRequest(question=question, user=user, collection=collection, session_id=sid,

@@ -17,8 +17,9 @@ from .common import (
     run_async,
 )
 
-LIBRARY_NEEDS = ("librarian",)
-HIERARCHY_NEEDS = ("triples-query", "triples-write", "librarian")
+#: What the library commands use (the service manifest starts the processors behind them).
+LIBRARY_USES = ("librarian",)
+HIERARCHY_USES = ("triples", "librarian")
 
 
 def _check_document_id(document_id: str) -> None:
@@ -130,7 +131,7 @@ def _tree_command(name: str, summary: str):
         check_names(user, collection)
         _check_document_id(document_id)
         quiet_logging()
-        async with target.connect(HIERARCHY_NEEDS) as conn:
+        async with target.connect(HIERARCHY_USES) as conn:
             tree = await document_tree(conn, user, collection, document_id, show_content=show_content,
                                        max_content=max_content)
         if fmt == "json":
@@ -162,7 +163,7 @@ async def show_library_documents(fmt, limit, user, collection, target):
 
     check_names(user, collection)
     quiet_logging()
-    async with target.connect(LIBRARY_NEEDS) as conn:
+    async with target.connect(LIBRARY_USES) as conn:
         summaries = (await conn.request("librarian", LibrarianRequest(
             operation="list-library", user=user, collection=collection, limit=limit))).summaries
     rows = [{"id": s.metadata.id, "title": s.metadata.title, "kind": s.metadata.kind, "size": s.metadata.size,
@@ -203,7 +204,7 @@ async def remove_library_document(document_id, user, collection, target):
     check_names(user, collection)
     _check_document_id(document_id)
     quiet_logging()
-    async with target.connect(LIBRARY_NEEDS) as conn:
+    async with target.connect(LIBRARY_USES) as conn:
         reply = await conn.request("librarian", LibrarianRequest(
             operation="remove-document", user=user, collection=collection, document_id=document_id,
             document_type=SOURCE))

@@ -23,8 +23,8 @@ from .common import (
 )
 from .terminal_text import clip, is_utf8, printable, quoted
 
-INGEST_NEEDS = ("triples-write", "triples-query", "librarian", "decoder", "chunker", "kg-extract",
-                "graph-embeddings-write", "document-embeddings-write", "embeddings", "prompt", "text-completion")
+#: What loading documents uses: the librarian, and the ingestion flow its process-document starts.
+INGEST_USES = ("librarian", "document-load")
 CHUNK_STAGES = ("extracted", "stored", "graph-embedded", "doc-embedded")
 
 
@@ -333,7 +333,7 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
     loaded: list[tuple[SourceFile, str]] = []
     if docs:
         quiet_logging()
-        async with target.connect(INGEST_NEEDS) as conn:
+        async with target.connect(INGEST_USES) as conn:
             async with ProgressFeed(conn.backend) as feed:
                 stored: dict[str, tuple[int, SourceFile, str]] = {}
                 for position, doc in docs.values():
@@ -417,8 +417,7 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
         raise CliError(f"{shown}: {e} (nothing was loaded)", EXIT_USAGE) from None
     root = f"urn:load:{reader.sha256.hexdigest()[:16]}"
     quiet_logging()
-    async with target.connect(("triples-write", "triples-query", "graph-embeddings-write",
-                                             "embeddings")) as conn:
+    async with target.connect(("triples-store", "entity-contexts")) as conn:
         from rich.markup import escape
         from rich.progress import Progress
 
@@ -471,11 +470,11 @@ async def quickstart(question, reload, user, collection, target):
     from trustgraph_base.schema import GraphRagQuery, LibrarianRequest
     from trustgraph_flow.ingest.sample_corpus import QUICKSTART_QUESTION, sample_documents
 
-    from .invoke import ExplainPrinter, QUERY_NEEDS, stream_rag
+    from .invoke import ExplainPrinter, QUERY_USES, stream_rag
 
     check_names(user, collection)
     quiet_logging()
-    async with target.connect(tuple(dict.fromkeys(INGEST_NEEDS + QUERY_NEEDS + ("graph-rag",)))) as conn:
+    async with target.connect(INGEST_USES + QUERY_USES + ("graph-rag",)) as conn:
         loaded = {m.id for m in (await conn.request("librarian", LibrarianRequest(
             operation="list-documents", user=user, collection=collection))).document_metadatas}
         docs = [d for d in sample_documents() if reload or d.id not in loaded]

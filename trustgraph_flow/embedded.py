@@ -17,7 +17,6 @@ and the stack's watchers (:meth:`EmbeddedStack.watch`, the CLI's connection) rai
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,14 +24,9 @@ from typing import Any, Callable
 from trustgraph_base.processor import Processor
 from trustgraph_base.pubsub import open_backend
 
-__all__ = ["EmbeddedStack", "start_embedded"]
+from .manifest import PROCESSORS, STORES, closure
 
-
-def _llm_configured() -> bool:
-    backend = os.environ.get("LLM_BACKEND", "").lower()
-    if backend:
-        return backend == "openai"
-    return bool(os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"))
+__all__ = ["EmbeddedStack", "start_embedded", "STORAGE", "INGEST", "QUERY_STACK", "ALL"]
 
 
 @dataclass
@@ -114,14 +108,18 @@ class EmbeddedStack:
 #: How long a halted stack's processors may take to finish their in-flight handlers on stop.
 HALTED_STOP_SECONDS = 0.2
 
-#: Processor groups by purpose, so a command starts only what it needs.
-STORAGE = ("triples-write", "triples-query")
-QUERY = STORAGE + ("graph-embeddings-query", "document-embeddings-query", "embeddings", "prompt", "librarian",
-                   "text-completion")
-INGEST = ("librarian", "decoder", "chunker", "kg-extract", "graph-embeddings-write", "document-embeddings-write",
-          "embeddings", "prompt", "text-completion") + STORAGE
-SERVICES = QUERY + ("graph-rag", "document-rag", "agent-manager-react", "trace-admin")
-ALL = tuple(dict.fromkeys(SERVICES + INGEST))
+#: Processor sets tests and benchmarks start (a ``tg-*`` command starts the :func:`closure` of what it uses).
+STORAGE = closure("triples", "triples-store")
+INGEST = closure("librarian", "document-load", "triples")
+QUERY_STACK = closure("graph-rag", "document-rag", "agent", "trace-admin", "triples")
+#: Every processor of the embedded stack.
+ALL = tuple(pid for pid, e in PROCESSORS.items() if e.embedded)
+
+#: Constructor parameters that follow the LLM choice: processor id -> (with an LLM, without).
+_LLM_PARAMS = {
+    "prompt": ({"llm": "openai"}, {"llm": "extractive"}),
+    "kg-extract": ({"extractor": "llm"}, {"extractor": "pattern"}),
+}
 
 
 async def start_embedded(home: Path | None = None, *, flow: str = "default", only: tuple[str, ...] = ALL,
@@ -131,83 +129,52 @@ async def start_embedded(home: Path | None = None, *, flow: str = "default", onl
 
     The default is the embedded deployment (in-process bus, SQLite).  Tests and benchmarks
     also run the very same processors over Pulsar (``backend``) and Cassandra (``store``).
+    What each processor is and which stores it needs comes from the service manifest
+    (:mod:`trustgraph_flow.manifest`); one store object per store is shared by the processors
+    that need it.
 
     :param home: SQLite data directory (default ``$TG_HOME`` or ``~/.trustgraph``).
     :param only: processor ids to run (see :data:`ALL`); a command needing only trace listing
         starts just the triples services.
-    :param llm: ``auto`` | ``extractive`` | ``openai`` for the prompt service.
+    :param llm: ``auto`` | ``extractive`` | ``openai`` (:func:`~trustgraph_flow.model.llm.resolve_llm`);
+        without an LLM, ``text-completion`` is not started.
     :param settings: extra constructor parameters per processor id (they override the defaults).
     :param backend: a pub/sub backend (default: a new in-process one).
-    :param store: ``sqlite`` or ``cassandra``; ``store_options`` are passed to the store openers.
+    :param store: a backend name of every store kind; ``store_options`` are passed to the store openers.
     """
-    from .common.stores import store_options_from
+    from .common.stores import open_store
+    from .model.llm import resolve_llm
 
-    if store == "sqlite":
-        options = {"home": Path(home)} if home else {}
-        options.update(store_options or {})
-    else:
-        options = store_options_from(store, store_options)
+    options = dict(store_options or {})
+    if store == "sqlite" and home:
+        options.setdefault("home", Path(home))
     stores: dict[str, Any] = {}
 
-    def shared(kind: str):
-        """One store object per kind, shared by every processor that needs it."""
-        if kind not in stores:
-            if kind == "triples":
-                from trustgraph_base.store.triples import open_triples_store
+    def shared(name: str):
+        """One store object per store of the manifest, shared by every processor that needs it."""
+        if name not in stores:
+            kind, open_options = STORES[name]
+            stores[name] = open_store(kind, store, options, **open_options)
+        return stores[name]
 
-                stores[kind] = open_triples_store(store, **options)
-            elif kind == "librarian":
-                from trustgraph_base.store.librarian import open_librarian_store
-
-                stores[kind] = open_librarian_store(store, **options)
-            else:
-                from trustgraph_base.store.vectors import open_vector_index
-
-                stores[kind] = open_vector_index(store, kind=kind, **options)
-        return stores[kind]
-
-    backend = backend or open_backend("memory")
-    extra = settings or {}
-    use_llm = llm == "openai" or (llm == "auto" and _llm_configured())
-    # processor id -> (class path, constructor arguments); classes are imported only when run,
-    # so a command that lists traces does not pay for PDF parsing or the embedder.
-    factories = {
-        "triples-write": lambda: ("storage.triples.service:TriplesWriteService", {"triples_store": shared("triples")}),
-        "triples-query": lambda: ("query.triples.service:TriplesQueryService", {"triples_store": shared("triples")}),
-        "graph-embeddings-query": lambda: ("query.vectors.service:GraphEmbeddingsQuery",
-                                           {"vector_index": shared("graph")}),
-        "document-embeddings-query": lambda: ("query.vectors.service:DocumentEmbeddingsQuery",
-                                              {"vector_index": shared("document")}),
-        "embeddings": lambda: ("model.services:EmbeddingsService", {}),
-        "prompt": lambda: ("model.services:PromptService", {"llm": "openai" if use_llm else "extractive"}),
-        "text-completion": lambda: ("model.services:TextCompletionService", {}) if use_llm else None,
-        "librarian": lambda: ("librarian.service:LibrarianService", {
-            "librarian_store": shared("librarian"), "triples_store": shared("triples"),
-            "document_index": shared("document"), "graph_index": shared("graph")}),
-        "decoder": lambda: ("ingest.services:DecoderService", {}),
-        "chunker": lambda: ("ingest.services:ChunkerService", {}),
-        "kg-extract": lambda: ("ingest.services:KgExtractService", {"extractor": "llm" if use_llm else "pattern"}),
-        "graph-embeddings-write": lambda: ("storage.vectors.service:GraphEmbeddingsWriter",
-                                           {"vector_index": shared("graph")}),
-        "document-embeddings-write": lambda: ("storage.vectors.service:DocumentEmbeddingsWriter",
-                                              {"vector_index": shared("document")}),
-        "graph-rag": lambda: ("retrieval.graph_rag.service:GraphRagService", {}),
-        "document-rag": lambda: ("retrieval.document_rag.service:DocumentRagService", {}),
-        "agent-manager-react": lambda: ("agent.react.service:AgentService", {}),
-        "trace-admin": lambda: ("storage.traces.service:TraceAdminService", {"triples_store": shared("triples")}),
-    }
-    unknown = set(only) - set(factories)
+    unknown = [pid for pid in only if pid not in PROCESSORS or not PROCESSORS[pid].embedded]
     if unknown:
         raise ValueError(f"unknown embedded processors: {', '.join(sorted(unknown))}")
+    backend = backend or open_backend("memory")
+    extra = settings or {}
+    with_llm = resolve_llm(llm) == "openai"
     procs = []
     for pid in dict.fromkeys(only):
-        made = factories[pid]()
-        if made is None:
+        entry = PROCESSORS[pid]
+        if entry.needs_llm and not with_llm:
             continue
-        path, kw = made
-        module, _, name = path.partition(":")
-        cls = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-        procs.append(cls(backend=backend, flow=flow, **{**kw, **extra.get(pid, {})}))
+        # classes are imported only when run, so a command that lists traces does not pay for
+        # PDF parsing or the embedder
+        module, _, name = entry.cls.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        params = {param: shared(store_name) for param, store_name in entry.stores.items()}
+        params.update(_LLM_PARAMS.get(pid, ({}, {}))[0 if with_llm else 1])
+        procs.append(cls(backend=backend, flow=flow, **{**params, **extra.get(pid, {})}))
     stack = EmbeddedStack(backend, [], list(stores.values()), flow)
     if not backend.durable:  # on a broker the messages wait for the machine to be fixed: an outage
         for p in procs:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from trustgraph_flow.manifest import PROCESSORS
+
 #: Handlers per consumer, so 16 concurrent clients are not serialised by one handler.
 CONCURRENCY = {"graph-rag": 16, "document-rag": 16, "agent-manager-react": 16, "prompt": 32,
                "text-completion": 32, "triples-query": 4, "graph-embeddings-query": 4,
@@ -143,8 +145,8 @@ class Deployment:
             print(f"  warning: could not drop the keyspace of {self.user}: {e}", flush=True)
 
 
-#: Services that hold a store: on the distributed stack they take the Cassandra options.
-STORE_SERVICES = ("triples-write", "triples-query", "graph-embeddings-query", "librarian")
+#: Services that hold a store (the service manifest's): on the distributed stack they take the Cassandra options.
+STORE_SERVICES = tuple(pid for pid, e in PROCESSORS.items() if e.stores)
 
 
 def pulsar_service_argv(name: str, servers: Servers, flow: str) -> list[str]:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from e2e_support import (
-    AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, GROUP_IDS, GROUPS, SINGLE, CliResult, ServiceProcess, base_env,
+    AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, GROUPS, SINGLE, CliResult, ServiceProcess, base_env,
     group_config, run_cli, script, wait_ready,
 )
 
@@ -116,7 +116,7 @@ def _start_services(d: Deployment, pulsar, cassandra) -> None:
         config = d.workdir / f"{name}.toml"
         config.write_text(group_config(name, pulsar.url, d.flow, cassandra.host, int(cassandra.port)))
         d.services.append(ServiceProcess(name, [script("tg-processor-group"), "-c", str(config)],
-                                         d.workdir / f"{name}.log", GROUP_IDS[name]))
+                                         d.workdir / f"{name}.log", GROUPS[name]))
     for name, options in SINGLE.items():
         argv = [script(name), "--pubsub", "pulsar", "--pulsar-url", pulsar.url, "--flow", d.flow, *options]
         d.services.append(ServiceProcess(name, argv, d.workdir / f"{name}.log", [name]))

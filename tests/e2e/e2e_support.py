@@ -15,7 +15,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+from trustgraph_flow.manifest import PROCESSORS
 
 #: The questions the ``asked`` fixture puts to every deployment (answerable from the sample corpus).
 GRAPH_QUESTION = "Who discovered radium?"
@@ -61,7 +64,7 @@ class CliResult:
 def base_env(extra: dict[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
     """The environment of a command: the test's, minus server/LLM settings a command must not inherit."""
     env = dict(os.environ)
-    for key in ("PULSAR_URL", "TG_HOME", "TG_FLOW", "OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND",
+    for key in ("PULSAR_URL", "TG_HOME", "TG_FLOW", "TG_STORE", "OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND",
                 "TG_DEBUG", *drop):
         env.pop(key, None)
     env["PYTHONUNBUFFERED"] = "1"
@@ -191,7 +194,8 @@ def focus_edges(block: ExplainBlock) -> list[SelectedEdge]:
 
 # --------------------------------------------------------------------------- distributed services
 
-#: Processor groups of the distributed fixture: group name -> [(class path, needs a store)].
+#: Processor groups of the distributed fixture: group name -> processor ids of the service manifest (each
+#: group's processors log "<id> started" when it is ready).
 #:
 #: Layout rule (docs/deployment.md): at most one client of a service per OS process.  A
 #: service's replies go to one non-persistent response topic that every client subscribes to
@@ -200,29 +204,7 @@ def focus_edges(block: ExplainBlock) -> list[SelectedEdge]:
 #: subscriptions and a reply is large (an embeddings batch is >100 kB).  Clients: embeddings
 #: (both vector writers, graph-rag, document-rag), librarian (decoder, chunker, kg-extract,
 #: trace-admin, graph-rag, document-rag), prompt (graph-rag, document-rag, agent).
-GROUPS: dict[str, list[tuple[str, bool]]] = {
-    "stores": [
-        ("trustgraph_flow.storage.triples.service:TriplesWriteService", True),
-        ("trustgraph_flow.query.triples.service:TriplesQueryService", True),
-        ("trustgraph_flow.storage.traces.service:TraceAdminService", True),
-        ("trustgraph_flow.librarian.service:LibrarianService", True),
-        ("trustgraph_flow.query.vectors.service:GraphEmbeddingsQuery", True),
-        ("trustgraph_flow.query.vectors.service:DocumentEmbeddingsQuery", True),
-        ("trustgraph_flow.model.services:EmbeddingsService", False),
-        ("trustgraph_flow.model.services:PromptService", False),
-    ],
-    "decode": [
-        ("trustgraph_flow.ingest.services:DecoderService", False),
-        ("trustgraph_flow.storage.vectors.service:GraphEmbeddingsWriter", True),
-        ("trustgraph_flow.agent.react.service:AgentService", False),
-    ],
-    "chunk": [
-        ("trustgraph_flow.ingest.services:ChunkerService", False),
-        ("trustgraph_flow.storage.vectors.service:DocumentEmbeddingsWriter", True),
-    ],
-}
-#: Processor ids whose "<id> started" log line says a group is ready.
-GROUP_IDS = {
+GROUPS: dict[str, list[str]] = {
     "stores": ["triples-write", "triples-query", "trace-admin", "librarian", "graph-embeddings-query",
                "document-embeddings-query", "embeddings", "prompt"],
     "decode": ["decoder", "graph-embeddings-write", "agent-manager-react"],
@@ -244,14 +226,13 @@ def _toml_str(value: str) -> str:
 def group_config(name: str, pulsar_url: str, flow: str, cassandra_host: str, cassandra_port: int) -> str:
     """The ``tg-processor-group`` TOML of group ``name`` (Pulsar bus, Cassandra stores, extractive LLM)."""
     lines = ['pubsub = "pulsar"', f"pulsar_url = {_toml_str(pulsar_url)}", f"flow = {_toml_str(flow)}", ""]
-    for cls, needs_store in GROUPS[name]:
-        lines += ["[[processor]]", f"class = {_toml_str(cls)}"]
-        if needs_store:
+    for pid in GROUPS[name]:
+        lines += ["[[processor]]", f"service = {_toml_str(pid)}"]
+        if PROCESSORS[pid].stores:
             lines += ["[processor.params]", 'store = "cassandra"',
                       f"store_options = {{hosts = {_toml_str(cassandra_host)}, port = {int(cassandra_port)}}}"]
-        elif cls.endswith(":PromptService") or cls.endswith(":KgExtractService"):
-            lines += ["[processor.params]",
-                      'llm = "extractive"' if cls.endswith(":PromptService") else 'extractor = "pattern"']
+        elif pid in ("prompt", "kg-extract"):
+            lines += ["[processor.params]", 'llm = "extractive"' if pid == "prompt" else 'extractor = "pattern"']
         lines.append("")
     return "\n".join(lines)
 
@@ -321,3 +302,22 @@ def wait_ready(services: list[ServiceProcess], timeout: float) -> None:
     late = [s.name for s in services if not s.ready()]
     raise RuntimeError(f"services not ready after {timeout:.0f} s: {late}\n"
                        + "\n".join(f"--- {s.name}\n{s.log_text()[-2000:]}" for s in services if s.name in late))
+
+
+@contextmanager
+def running_llm_server(*options: str) -> Iterator[str]:
+    """The project's OpenAI-compatible test server (``tg-test-llm-server``) as a subprocess; yields its base URL."""
+    proc = subprocess.Popen([script("tg-test-llm-server"), "--port", "0", *options], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        proc.stdout.close()

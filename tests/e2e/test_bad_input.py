@@ -19,7 +19,7 @@ import pytest
 
 from e2e_support import (
     EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, assert_clean_failure, base_env, processes_in_group,
-    run_cli, script,
+    run_cli, running_llm_server, script,
 )
 
 pytestmark = pytest.mark.e2e
@@ -231,18 +231,8 @@ def _assert_interrupted(proc: subprocess.Popen, printed: str, out: str, err: str
 @pytest.fixture
 def slow_llm():
     """The project's OpenAI-compatible test server, answering after 3 s (so a query is caught mid-stream)."""
-    proc = subprocess.Popen([script("tg-test-llm-server"), "--port", "0", "--latency-ms", "3000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-    proc.stdout.close()
+    with running_llm_server("--latency-ms", "3000") as url:
+        yield url
 
 
 def test_ctrl_c_mid_stream_embedded(embedded_deployment, slow_llm):

@@ -1,29 +1,32 @@
 """docker-compose.yml and the Dockerfile, checked without a Docker engine (none runs here).
 
-What can be checked is checked against the real thing: every service console script of
-pyproject.toml has a container, each container's command is an installed console script that
-accepts the environment it is given, the wiring (bus, stores, health-gated start order) is
-there, and ports are published on 127.0.0.1 only.  ``docker compose config`` runs too when the
-compose plugin is installed.
+What can be checked is checked against the real thing: the compose file validates against the
+Compose Specification (``check-jsonschema --builtin-schema vendor.compose-spec``) and the
+Dockerfile passes ``hadolint`` (both from the test extra; under ``CI=true`` a missing tool
+fails instead of skipping); every service of the manifest (trustgraph_flow/manifest.py) has
+exactly one container whose command is its console script, with the bus, the stores and the
+variables the manifest says it needs, each container's script accepts the environment it is
+given, the start order is health-gated, and ports are published on 127.0.0.1 only.
+``docker compose config`` runs too when the compose plugin is installed.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
-from e2e_support import base_env, script
+from e2e_support import BIN, base_env, script
+from trustgraph_flow.manifest import PROCESSORS
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-STORE_SERVICES = {"triples-write", "triples-query", "trace-admin", "librarian", "graph-embeddings-write",
-                  "document-embeddings-write", "graph-embeddings-query", "document-embeddings-query"}
+STORE_SERVICES = {e.id for e in PROCESSORS.values() if e.stores}
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +36,35 @@ def compose() -> dict:
 
 @pytest.fixture(scope="module")
 def service_scripts() -> set[str]:
-    """The processors' console scripts (every ``tg-*`` script is a tool, not a processor)."""
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    return {name for name in scripts if not name.startswith("tg-")}
+    """The processors' console scripts, from the service manifest (tests/unit/test_manifest.py holds
+    pyproject.toml to the same list)."""
+    return {e.id for e in PROCESSORS.values()}
+
+
+def _tool(name: str) -> str:
+    """A checker of the test extra; missing, it fails under ``CI=true`` and skips elsewhere."""
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found:
+        return found
+    message = f"{name} is not installed (pip install -e '.[test]')"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def test_compose_file_follows_the_compose_specification():
+    r = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
+                        str(ROOT / "docker-compose.yml")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_dockerfile_passes_hadolint():
+    r = subprocess.run([_tool("hadolint"), "--no-color", str(ROOT / "Dockerfile")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_every_processor_has_a_container(compose, service_scripts):
@@ -46,6 +75,14 @@ def test_every_processor_has_a_container(compose, service_scripts):
         if name in service_scripts:
             assert s["command"] == [name]
             assert s["image"] == "trustgraph-explain:latest" and s["build"] == "."
+
+
+def test_each_container_has_the_profile_and_variables_the_manifest_gives_it(compose):
+    for e in PROCESSORS.values():
+        s = compose["services"][e.id]
+        assert s.get("profiles", []) == ([e.profile] if e.profile else []), e.id
+        missing = [v for v in e.env if v not in s["environment"]]
+        assert not missing, (e.id, missing)
 
 
 def test_processors_are_wired_to_pulsar_and_cassandra_with_health_gated_start(compose, service_scripts):

@@ -9,11 +9,10 @@ live explain output and in the stored trace, and the two bad lines must be count
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from e2e_support import focus_edges, parse_explain, script
+from e2e_support import focus_edges, parse_explain, running_llm_server
 
 pytestmark = pytest.mark.e2e
 
@@ -33,19 +32,9 @@ def scripted_llm(tmp_path):
     ])
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"kg-edge-selection": selection, "kg-synthesis": ANSWER}))
-    proc = subprocess.Popen([script("tg-test-llm-server"), "--port", "0", "--mode", "scripted", "--script",
-                             str(path), "--model", MODEL, "--api-key", "e2e-key"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-    proc.stdout.close()
+    with running_llm_server("--mode", "scripted", "--script", str(path), "--model", MODEL,
+                            "--api-key", "e2e-key") as url:
+        yield url
 
 
 def test_graph_rag_through_an_openai_compatible_endpoint(embedded_deployment, scripted_llm):

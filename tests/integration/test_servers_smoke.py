@@ -174,3 +174,20 @@ def test_sai_vector_index_answers_ann_query(cassandra_session, keyspace):
     result = [(row.id, row.score) for row in session.execute(query, (probe, probe))]
     assert [name for name, _ in result] == ["east", "mostly-east"]
     assert result[0][1] >= result[1][1] > 0.9
+
+
+# ------------------------------------------------------------------------------ scripts/servers.sh
+
+def test_servers_sh_wait_runs_the_python_probes_without_being_told_which_python(pulsar_service):
+    """``servers.sh wait`` finds the checkout's venv for its produce/consume probe (README runs it without PYTHON)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "servers.sh"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    if subprocess.run(["bash", str(script), "status", "pulsar"], env=env, capture_output=True).returncode != 0:
+        pytest.skip("this Pulsar was not started by scripts/servers.sh")
+    r = subprocess.run(["bash", str(script), "wait", "pulsar"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "skipped" not in r.stderr and "pulsar ready" in r.stderr, r.stderr

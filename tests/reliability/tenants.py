@@ -94,9 +94,9 @@ class Deployment:
             async with Connection(self.stack.pair.pulsar_url, None, (), 60.0, self.stack.flow) as conn:
                 yield conn
             return
-        from trustgraph_flow.embedded import SERVICES, start_embedded
+        from trustgraph_flow.embedded import QUERY_STACK, start_embedded
 
-        stack = await start_embedded(self.home, only=SERVICES, llm="extractive")
+        stack = await start_embedded(self.home, only=QUERY_STACK, llm="extractive")
         try:
             async with Connection.attach(stack, timeout=60) as conn:
                 yield conn

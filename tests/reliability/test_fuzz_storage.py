@@ -31,7 +31,8 @@ from trustgraph_base.store.errors import StoreEnvironmentError
 from trustgraph_base.store.librarian import open_librarian_store
 from trustgraph_base.store.triples import open_triples_store
 from trustgraph_cli.connection import Connection
-from trustgraph_flow.embedded import INGEST, QUERY, start_embedded
+from trustgraph_flow.embedded import INGEST, start_embedded
+from trustgraph_flow.manifest import closure
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(900)]
 
@@ -79,7 +80,7 @@ async def _query(home: Path) -> tuple[QueryRecord, BaseException | None]:
     flow = f"f{uuid.uuid4().hex[:8]}"
     record = QueryRecord(index=0, question=QUESTION)
     failure: BaseException | None = None
-    stack = await start_embedded(home, only=tuple(dict.fromkeys(QUERY + ("graph-rag",))), llm="extractive",
+    stack = await start_embedded(home, only=closure("graph-rag"), llm="extractive",
                                  flow=flow)
     dead = [await stack.backend.subscribe(dead_letter_queue(flow_queue(f, flow)), "audit") for f in FLOWS]
     try:

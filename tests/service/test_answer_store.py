@@ -25,7 +25,7 @@ from trustgraph_base.rdf.validation import validate_trace
 from trustgraph_base.schema import DocumentMetadata, GraphRagQuery, StoredAnswer, TriplePattern, iri
 from trustgraph_base.schema.library import ANSWER, SOURCE
 from trustgraph_base.store.errors import NotFound, StoreUnavailable
-from trustgraph_flow.embedded import SERVICES as QUERY_STACK
+from trustgraph_flow.embedded import QUERY_STACK
 
 from test_graph_rag_service import polonium_script, stored_trace
 

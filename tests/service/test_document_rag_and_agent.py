@@ -20,7 +20,7 @@ from trustgraph_base.provenance.walk import collect_trace
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.rdf.validation import validate_trace
 from trustgraph_base.schema import AgentRequest, DocumentRagQuery, TriplePattern
-from trustgraph_flow.embedded import SERVICES as QUERY_STACK
+from trustgraph_flow.embedded import QUERY_STACK
 
 pytestmark = pytest.mark.timeout(600)
 

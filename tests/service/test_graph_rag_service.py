@@ -18,7 +18,7 @@ from trustgraph_base.rdf.validation import validate_trace
 from trustgraph_base.schema import GraphRagQuery, TriplePattern
 from trustgraph_flow.retrieval.graph_rag.rag import NO_KNOWLEDGE_ANSWER, NO_SELECTION_ANSWER
 
-from trustgraph_flow.embedded import SERVICES as QUERY_STACK
+from trustgraph_flow.embedded import QUERY_STACK
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -47,8 +47,8 @@ async def test_unreachable_pulsar_fails_fast_with_a_clear_error():
 def test_service_script_reports_unreachable_broker_and_exits(tmp_path):
     t0 = time.monotonic()
     proc = subprocess.run([f"{BIN}/triples-query", "--pubsub", "pulsar", "--pulsar-url", "pulsar://127.0.0.1:1",
-                           "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PULSAR_ADMIN_URL": "http://127.0.0.1:1"})
+                           "--store", "sqlite", "--data-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PULSAR_ADMIN_URL": "http://127.0.0.1:1"})
     assert proc.returncode == 2
     assert "cannot" in proc.stderr and "pulsar://127.0.0.1:1" in proc.stderr
     assert "Traceback" not in proc.stderr

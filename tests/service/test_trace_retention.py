@@ -39,7 +39,7 @@ from trustgraph_base.schema import (
 )
 from trustgraph_base.schema.library import ANSWER, SOURCE
 from trustgraph_base.store.errors import NotFound
-from trustgraph_flow.embedded import INGEST, SERVICES as QUERY_STACK
+from trustgraph_flow.embedded import INGEST, QUERY_STACK
 
 from test_answer_store import stores, until
 from test_graph_rag_service import polonium_script

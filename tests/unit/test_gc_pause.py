@@ -9,7 +9,7 @@ import pytest
 
 from trustgraph_base.schema.primitives import Triple, iri
 from trustgraph_base.store.gc_pause import gc_paused
-from trustgraph_base.store.sqlite import triples as sqlite_triples
+from trustgraph_base.store import triples as store_triples
 from trustgraph_base.store.sqlite.triples import SqliteTriplesStore
 
 
@@ -62,13 +62,13 @@ def test_overlapping_pauses_resume_when_the_last_one_ends():
 def test_store_insert_pauses_the_collector_and_resumes_it(tmp_path, monkeypatch):
     seen = []
     store = SqliteTriplesStore(home=tmp_path)
-    real = sqlite_triples.prepare_triples
+    real = store_triples.prepare_triples
 
     def spy(*args):
         seen.append(gc.isenabled())
         return real(*args)
 
-    monkeypatch.setattr(sqlite_triples, "prepare_triples", spy)
+    monkeypatch.setattr(store_triples, "prepare_triples", spy)
     assert store.insert("alice", "c", [Triple(iri("http://e/a"), iri("http://e/p"), iri("http://e/b"))]) == 1
     assert seen == [False] and gc.isenabled()
     store.close()

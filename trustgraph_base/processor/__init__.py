@@ -3,11 +3,11 @@
 from .base import Processor, TypedProducer
 from .client import RequestResponseClient, RequestTimeout, ServiceError, raise_on_error
 from .context import MessageContext
-from .launcher import launch, run_processors
+from .launcher import ConfigurationError, launch, run_processors
 from .specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 
 __all__ = [
-    "ConsumerSpec", "MessageContext", "Processor", "ProducerSpec", "RequestResponseClient",
+    "ConfigurationError", "ConsumerSpec", "MessageContext", "Processor", "ProducerSpec", "RequestResponseClient",
     "RequestResponseSpec", "RequestTimeout", "ServiceError", "TypedProducer", "launch", "raise_on_error",
     "run_processors",
 ]

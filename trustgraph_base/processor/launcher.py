@@ -1,16 +1,19 @@
 """Running processors: one per process (console scripts) or many in one process (groups).
 
 Every service console script is ``launch(ServiceClass)``: common options (``--pubsub
-pulsar|memory``, ``--pulsar-url`` / env ``PULSAR_URL``, ``--flow``, ``--id``,
-``--concurrency``, ``--metrics-port``, ``--log-level``, ``--log-format``) plus the service's own.
-SIGTERM and SIGINT stop the processor gracefully: in-flight messages finish first.
+pulsar|memory`` / env ``PUBSUB_BACKEND``, ``--pulsar-url`` / env ``PULSAR_URL``, ``--flow`` / env
+``TG_FLOW``, ``--id``, ``--concurrency``, ``--metrics-port`` / env ``TG_METRICS_PORT``,
+``--log-level``, ``--log-format``) plus the service's own.  SIGTERM and SIGINT stop the processor
+gracefully: in-flight messages finish first.  A configuration the processor cannot start with
+(:class:`ConfigurationError`) ends it with one line and exit status 2.
 
 A group runs several processors on one backend from a small TOML file
-(``tg-processor-group -c group.toml``)::
+(``tg-processor-group -c group.toml``; the format is in docs/deployment.md)::
 
     pubsub = "memory"            # or "pulsar" (pulsar_url = "pulsar://...")
     [[processor]]
-    class = "trustgraph_flow.storage.triples.service:TriplesWriteService"
+    service = "triples-write"    # a service of the manifest (trustgraph_flow.manifest), or
+                                 # class = "package.module:ClassName"
     id = "triples-write"         # optional
     [processor.params]
     store = "sqlite"
@@ -36,6 +39,13 @@ from .base import Processor
 from .metrics import serve_metrics
 
 log = logging.getLogger(__name__)
+
+
+class ConfigurationError(ValueError):
+    """A processor cannot start with the configuration it was given (a missing store, no LLM endpoint).
+
+    The message is one line that names the option and the environment variable to set.
+    """
 
 
 class JsonFormatter(logging.Formatter):
@@ -65,7 +75,8 @@ def add_common_args(parser: argparse.ArgumentParser, default_id: str) -> None:
                         help="Pulsar service URL (env PULSAR_URL)")
     parser.add_argument("--pulsar-admin-url", default=os.environ.get("PULSAR_ADMIN_URL", ""),
                         help="Pulsar admin URL for tenant set-up (env PULSAR_ADMIN_URL)")
-    parser.add_argument("--flow", default="default", help="flow name used in queue names")
+    parser.add_argument("--flow", default=os.environ.get("TG_FLOW", "default"),
+                        help="flow name used in queue names (env TG_FLOW)")
     parser.add_argument("--id", default=default_id, help="processor id (replicas with one id share the work)")
     parser.add_argument("--concurrency", type=int, default=int(os.environ.get("TG_CONCURRENCY", "1")),
                         help="handlers running at once per consumer")
@@ -122,9 +133,10 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
 
 
 def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
-    """Run ``main`` and end the process: 0 after a graceful stop, 2 when the bus is unreachable,
-    1 when the service failed (its traceback logged) or cannot use its data directory (one line:
-    a service never starts on a directory it could not write to).
+    """Run ``main`` and end the process: 0 after a graceful stop, 2 when the bus is unreachable or the
+    configuration is not usable (one line naming the option to set), 1 when the service failed (its
+    traceback logged) or cannot use its data directory (one line: a service never starts on a
+    directory it could not write to).
 
     The exit is :func:`hard_exit` in every case, after the processors and the backend are
     closed: once a Pulsar client has run, the interpreter's own shutdown can abort on its
@@ -136,6 +148,9 @@ def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
         asyncio.run(main())
     except BackendUnavailable as e:
         log.error("%s", e)
+        code = 2
+    except ConfigurationError as e:
+        log.error("cannot start: %s", e)
         code = 2
     except StoreEnvironmentError as e:
         log.error("cannot start: %s", e)
@@ -159,18 +174,27 @@ def load_class(path: str) -> type[Processor]:
     return cls
 
 
-def build_group(config: dict[str, Any], backend) -> list[Processor]:
-    """Processors described by a group config (see the module docstring)."""
+def build_group(config: dict[str, Any], backend,
+                resolve: Callable[[str], type[Processor]] = load_class) -> list[Processor]:
+    """Processors described by a group config (see the module docstring).
+
+    :param resolve: turns an entry's ``service`` or ``class`` into the processor class (the
+        default knows class paths only; ``tg-processor-group`` also resolves manifest ids).
+    """
     procs = []
     for entry in config.get("processor", []):
-        cls = load_class(entry["class"])
+        name = entry.get("service") or entry.get("class")
+        if not name:
+            raise ConfigurationError("a [[processor]] entry of the group config names no 'service' or 'class'")
+        cls = resolve(name)
         params = dict(entry.get("params", {}))
         procs.append(cls(backend=backend, id=entry.get("id", cls.default_id), flow=config.get("flow", "default"),
                          concurrency=entry.get("concurrency", 1), **params))
     return procs
 
 
-def group_main(argv: Sequence[str] | None = None) -> None:
+def group_main(argv: Sequence[str] | None = None,
+               resolve: Callable[[str], type[Processor]] = load_class) -> None:
     """``tg-processor-group -c group.toml``: many processors in one process on one backend."""
     parser = argparse.ArgumentParser(prog="tg-processor-group", description="Run several processors in one process")
     parser.add_argument("-c", "--config", required=True, help="group config (TOML)")
@@ -190,6 +214,6 @@ def group_main(argv: Sequence[str] | None = None) -> None:
         name = config.get("pubsub", "memory")
         backend = (open_backend("pulsar", url=config.get("pulsar_url") or os.environ.get("PULSAR_URL"))
                    if name == "pulsar" else open_backend(name))
-        await run_processors(build_group(config, backend), backend)
+        await run_processors(build_group(config, backend, resolve), backend)
 
     serve_until_stopped(main)

@@ -19,7 +19,7 @@ Rules every backend follows (the conformance suite checks them):
 * Re-adding an id with byte-identical content (same sha256, same parent) is idempotent and
   returns the stored metadata; any other re-add raises :class:`DocumentExists`.
 * Reads verify the sha256 recorded at write time (:class:`ContentCorrupt` otherwise).
-* Users and collections are validated (:func:`check_scope`), ids too (:func:`check_document_id`);
+* Users and collections are validated (:func:`~trustgraph_base.store.names.check_names`), ids too (:func:`check_document_id`);
   all are bound as parameters, never formatted into SQL/CQL or paths.
 
 ### Usage example
@@ -42,12 +42,12 @@ from typing import Protocol, runtime_checkable
 from ..codec import CodecError, decode, encode
 from ..schema.library import ANSWER, CHUNK, DOCUMENT_TYPES, PAGE, SOURCE, DocumentMetadata
 from .errors import InvalidQuery, NotFound, StoreError, StoreUnavailable
-from .names import InvalidName, check_collection, check_user
+from .registry import LIBRARIAN_STORES
 
 __all__ = [
     "LibrarianStore", "open_librarian_store", "DocumentExists", "ContentCorrupt",
     "NotFound", "InvalidQuery", "StoreError", "StoreUnavailable",
-    "check_scope", "check_document_id", "check_chunk_size", "check_limit", "check_document_type", "check_part_size",
+    "check_document_id", "check_chunk_size", "check_limit", "check_document_type", "check_part_size",
     "prepare_metadata", "same_document", "exists_message", "sha256_hex", "split_parts",
     "rechunk", "metadata_to_json", "metadata_from_json",
     "DEFAULT_PART_SIZE", "MAX_PART_SIZE", "MAX_DOCUMENT_ID_LENGTH", "MAX_LIST_LIMIT",
@@ -145,36 +145,17 @@ class LibrarianStore(Protocol):
 
 
 def open_librarian_store(backend: str = "sqlite", **options) -> LibrarianStore:
-    """Open a librarian store by backend name.
+    """Open a librarian store by backend name (:data:`~trustgraph_base.store.registry.LIBRARIAN_STORES`).
 
     :param backend: ``"sqlite"`` (options: ``home``, ``part_size``) or ``"cassandra"``
         (options: ``config`` a :class:`~.cassandra.connection.CassandraConfig`, ``part_size``,
         ``keyspace_prefix``).
     :raises InvalidQuery: for an unknown backend name.
     """
-    if backend == "sqlite":
-        from .sqlite.librarian import SqliteLibrarianStore
-        return SqliteLibrarianStore(**options)
-    if backend == "cassandra":
-        from .cassandra.librarian import CassandraLibrarianStore
-        return CassandraLibrarianStore(**options)
-    raise InvalidQuery(f"unknown librarian backend {backend!r}: use 'sqlite' or 'cassandra'")
+    return LIBRARIAN_STORES.open(backend, **options)
 
 
 # ------------------------------------------------------------------ validation shared by backends
-
-def check_scope(user: str, collection: str) -> tuple[str, str]:
-    """Return ``(user, collection)`` if both names are valid, else raise :class:`InvalidQuery` saying why.
-
-    :param user: owner of the documents (:func:`~trustgraph_base.store.names.check_user`).
-    :param collection: the collection inside that user (:func:`~trustgraph_base.store.names.check_collection`).
-    :raises InvalidQuery: with the message of the failed check.
-    """
-    try:
-        return check_user(user), check_collection(collection)
-    except InvalidName as e:
-        raise InvalidQuery(str(e)) from None
-
 
 def check_document_id(document_id: str, what: str = "document id") -> str:
     """Return ``document_id`` if usable: a non-empty str of at most 1024 characters without control characters.

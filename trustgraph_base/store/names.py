@@ -13,7 +13,9 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["InvalidName", "check_user", "check_collection", "storage_name", "tg_home", "user_file"]
+from .errors import InvalidQuery
+
+__all__ = ["InvalidName", "check_user", "check_collection", "check_names", "storage_name", "tg_home", "user_file"]
 
 _USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@\-]{0,63}\Z")
 _COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")
@@ -37,6 +39,23 @@ def check_collection(collection: str) -> str:
         raise InvalidName(f"invalid collection name {str(collection)[:80]!r}: use 1-64 letters, digits, '_', "
                           f"'.' or '-', starting with a letter or digit")
     return collection
+
+
+_NO_COLLECTION = object()
+
+
+def check_names(user: str, collection: str = _NO_COLLECTION) -> None:  # type: ignore[assignment]
+    """Validate a user (and, when given, a collection) name for a store or a service request.
+
+    The one check every store method and query service runs first: a bad name is a bad request,
+    so it raises :class:`~trustgraph_base.store.errors.InvalidQuery` with the validator's message.
+    """
+    try:
+        check_user(user)
+        if collection is not _NO_COLLECTION:
+            check_collection(collection)
+    except InvalidName as e:
+        raise InvalidQuery(str(e)) from None
 
 
 def storage_name(prefix: str, user: str) -> str:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
-import importlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -50,10 +49,12 @@ from ..rdf.terms import MAX_TRIPLE_DEPTH, TermError, parse_term, serialize_term,
 from ..schema.primitives import IRI, TRIPLE, Term, Triple
 from ..schema.query import TriplePattern, TraceSummary
 from .errors import InvalidQuery
-from .names import InvalidName, check_collection, check_user
+from .gc_pause import gc_paused
+from .names import check_names
+from .registry import TRIPLE_STORES
 
 __all__ = [
-    "TriplesStore", "TracePage", "open_triples_store", "register_backend", "backends",
+    "TriplesStore", "TracePage", "TriplesStoreBase", "open_triples_store",
     "DEFAULT_LIMIT", "MAX_LIMIT", "MAX_PAGE_SIZE", "DEFAULT_TRACE_LIMIT", "MAX_TRACE_LIMIT", "TRACE_TYPES",
     "TRACE_QUESTION_CHARS",
     "QuadKey", "PatternKey", "IndexedTrace",
@@ -173,60 +174,20 @@ class TriplesStore(Protocol):
         """Release connections; the store is unusable afterwards."""
 
 
-# ---------------------------------------------------------------- registry
-
-_BACKENDS: dict[str, str] = {
-    "sqlite": "trustgraph_base.store.sqlite.triples:SqliteTriplesStore",
-    "cassandra": "trustgraph_base.store.cassandra.triples:CassandraTriplesStore",
-}
-
-
-def register_backend(name: str, target: str) -> None:
-    """Make ``open_triples_store(name)`` build ``target`` (``"package.module:ClassName"``).
-
-    :param name: the backend name used in configuration.
-    :param target: import path of the store class, imported on first use.
-    """
-    if ":" not in target:
-        raise ValueError(f"backend target {target!r} must look like 'package.module:ClassName'")
-    _BACKENDS[name] = target
-
-
-def backends() -> list[str]:
-    """Names of the registered backends."""
-    return sorted(_BACKENDS)
-
+# ---------------------------------------------------------------- opening
 
 def open_triples_store(backend: str = "sqlite", **options) -> TriplesStore:
-    """Open a triple store by backend name.
+    """Open a triple store by backend name (:data:`~trustgraph_base.store.registry.TRIPLE_STORES`).
 
     :param backend: ``"sqlite"`` (options: ``home``: directory, default ``$TG_HOME``) or
         ``"cassandra"`` (options: ``config``: a :class:`~trustgraph_base.store.cassandra.connection.CassandraConfig`).
     :param options: passed to the backend's constructor.
-    :raises ValueError: for an unknown backend name.
+    :raises InvalidQuery: for an unknown backend name (a ``ValueError``).
     """
-    target = _BACKENDS.get(backend)
-    if target is None:
-        raise ValueError(f"unknown triple-store backend {backend!r}; known: {', '.join(backends())}")
-    module_name, _, class_name = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(**options)
+    return TRIPLE_STORES.open(backend, **options)
 
 
 # ---------------------------------------------------------------- names, patterns, terms
-
-_NO_COLLECTION = object()
-
-
-def check_names(user: str, collection: str = _NO_COLLECTION) -> None:  # type: ignore[assignment]
-    """Validate a user (and, when given, a collection) name; :class:`InvalidQuery` carries the validator's message."""
-    try:
-        check_user(user)
-        if collection is not _NO_COLLECTION:
-            check_collection(collection)
-    except InvalidName as e:
-        raise InvalidQuery(str(e)) from None
-
 
 # Validating an IRI costs a few regex searches; the same IRIs (predicates, classes, hubs)
 # recur in almost every triple, so remember the ones already found valid.
@@ -509,3 +470,161 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         return int(ts_text), uri
     except (ValueError, binascii.Error, UnicodeDecodeError, TermError):
         raise InvalidQuery(f"invalid trace cursor {str(cursor)[:40]!r}") from None
+
+
+# ---------------------------------------------------------------- the backends' shared front
+
+class TriplesStoreBase:
+    """The public methods of :class:`TriplesStore`: argument checks first, then the backend's step.
+
+    Every method validates what it is given (names, triples, patterns, page sizes, trace
+    arguments) before anything is read or written; reads and deletes then open the user's
+    storage without creating it, and a user with none yet gets the empty answer.  A backend
+    implements :meth:`_space` and the ``_``-prefixed steps, which receive the opened storage
+    (``space``: SQLite's connection, Cassandra's prepared statements) and checked arguments.
+    """
+
+    backend: str
+
+    def _space(self, user: str):
+        """The user's storage if it exists, else ``None`` (never creates it)."""
+        raise NotImplementedError
+
+    # writes (they create the user's storage themselves)
+
+    @gc_paused()
+    def insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
+        """Store ``triples`` in ``user``'s ``collection`` (all validated first; re-inserting is a no-op).
+
+        :returns: the number of distinct triples in the batch (all of them stored afterwards).
+        :raises InvalidQuery: a bad name or term (nothing written).
+        :raises StoreUnavailable: the storage could not be reached in time (retry the same batch).
+        """
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        self._insert(user, collection, quads, extract_traces(quads))
+        return len(quads)
+
+    def claim_trace(self, user: str, collection: str, triples: Sequence[Triple]) -> bool:
+        """Store ``triples`` (one Question) unless the trace index holds that Question; ``False``: nothing written."""
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        return self._claim(user, collection, quads, claimed_question(quads))
+
+    def delete(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
+        """Remove exactly ``triples`` (matching graph included); a removed ``?q rdf:type <Question class>``
+        also removes ``q`` from the trace index.  Returns how many of them were stored."""
+        check_names(user, collection)
+        quads = prepare_triples(triples)
+        space = self._space(user)
+        return 0 if space is None or not quads else self._delete(space, user, collection, quads)
+
+    def delete_collection(self, user: str, collection: str) -> int:
+        """Remove ``collection`` entirely with its trace index; returns how many triples it held."""
+        check_names(user, collection)
+        space = self._space(user)
+        return 0 if space is None else self._delete_collection(space, user, collection)
+
+    # reads
+
+    def query(self, user: str, collection: str, pattern: TriplePattern) -> list[Triple]:
+        """Triples matching ``pattern``: bound ``s``/``p``/``o`` terms (``None`` = any), ``g`` (``None`` = all
+        graphs, ``""`` = default graph, an IRI = that graph), ``limit`` (0 = 10,000; at most 1,000,000)."""
+        check_names(user, collection)
+        pk = check_pattern(pattern)
+        space = self._space(user)
+        return [] if space is None else self._query(space, user, collection, pk)
+
+    def query_many(self, user: str, collection: str, patterns: Sequence[TriplePattern]) -> list[list[Triple]]:
+        """One result list per pattern, in order."""
+        check_names(user, collection)
+        keys = [check_pattern(p) for p in patterns]
+        space = self._space(user)
+        return [[] for _ in keys] if space is None else self._query_many(space, user, collection, keys)
+
+    def iter_query(self, user: str, collection: str, pattern: TriplePattern,
+                   page_size: int = 1000) -> Iterator[list[Triple]]:
+        """Matching triples in pages of at most ``page_size``; ``pattern.limit`` 0 means all of them."""
+        check_names(user, collection)
+        pk = check_pattern(pattern)
+        check_page_size(page_size)
+        space = self._space(user)
+        return iter(()) if space is None else self._iter_query(space, user, collection, pk, page_size)
+
+    def count(self, user: str, collection: str, pattern: TriplePattern) -> int:
+        """How many triples match ``pattern`` (its ``limit`` is ignored)."""
+        check_names(user, collection)
+        pk = check_pattern(pattern)
+        space = self._space(user)
+        return 0 if space is None else self._count(space, user, collection, pk)
+
+    def list_collections(self, user: str) -> list[str]:
+        """Names of ``user``'s collections, sorted."""
+        check_names(user)
+        space = self._space(user)
+        return [] if space is None else self._list_collections(space, user)
+
+    # trace index
+
+    def list_traces(self, user: str, collection: str, type: str = "", limit: int = DEFAULT_TRACE_LIMIT,
+                    cursor: str = "") -> TracePage:
+        """Stored Questions, newest first: ``type`` ``""`` (all), ``graphrag``, ``docrag`` or ``agent``;
+        ``limit`` 1-1000 (0 = 50); ``cursor`` the ``next_cursor`` of the previous page (``""`` = first page)."""
+        limit, after = check_trace_query(user, collection, type, limit, cursor)
+        space = self._space(user)
+        return TracePage() if space is None else self._list_traces(space, user, collection, type, limit, after)
+
+    def get_trace(self, user: str, collection: str, question_uri: str) -> TraceSummary | None:
+        """The trace-index row of ``question_uri``, or ``None``."""
+        check_names(user, collection)
+        check_question_uri(question_uri)
+        space = self._space(user)
+        return None if space is None else self._get_trace(space, user, collection, question_uri)
+
+    def remove_trace(self, user: str, collection: str, question_uri: str) -> None:
+        """Drop ``question_uri`` from the trace index (its triples stay)."""
+        check_names(user, collection)
+        check_question_uri(question_uri)
+        space = self._space(user)
+        if space is not None:
+            self._remove_trace(space, user, collection, question_uri)
+
+    # the backend's steps
+
+    def _insert(self, user: str, collection: str, quads: list[QuadKey], traces: list[IndexedTrace]) -> None:
+        raise NotImplementedError
+
+    def _claim(self, user: str, collection: str, quads: list[QuadKey], question: IndexedTrace) -> bool:
+        raise NotImplementedError
+
+    def _delete(self, space, user: str, collection: str, quads: list[QuadKey]) -> int:
+        raise NotImplementedError
+
+    def _delete_collection(self, space, user: str, collection: str) -> int:
+        raise NotImplementedError
+
+    def _query(self, space, user: str, collection: str, pk: PatternKey) -> list[Triple]:
+        raise NotImplementedError
+
+    def _query_many(self, space, user: str, collection: str, keys: list[PatternKey]) -> list[list[Triple]]:
+        raise NotImplementedError
+
+    def _iter_query(self, space, user: str, collection: str, pk: PatternKey,
+                    page_size: int) -> Iterator[list[Triple]]:
+        raise NotImplementedError
+
+    def _count(self, space, user: str, collection: str, pk: PatternKey) -> int:
+        raise NotImplementedError
+
+    def _list_collections(self, space, user: str) -> list[str]:
+        raise NotImplementedError
+
+    def _list_traces(self, space, user: str, collection: str, type: str, limit: int,
+                     after: tuple[int, str] | None) -> TracePage:
+        raise NotImplementedError
+
+    def _get_trace(self, space, user: str, collection: str, question_uri: str) -> TraceSummary | None:
+        raise NotImplementedError
+
+    def _remove_trace(self, space, user: str, collection: str, question_uri: str) -> None:
+        raise NotImplementedError

@@ -30,12 +30,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InvalidQuery, NotFound, StoreError, StoreUnavailable
-from .names import InvalidName, check_collection, check_user
+from .registry import VECTOR_INDEXES
 
 __all__ = [
     "VectorIndex", "VectorItem", "VectorHit", "IndexInfo", "ModelMismatch", "open_vector_index",
     "KINDS", "MAX_DIMENSION", "MAX_SEARCH_LIMIT", "MAX_MODEL_ID_LENGTH",
-    "check_kind", "check_names", "check_model_id", "check_item_id", "check_limit", "normalise",
+    "check_kind", "check_model_id", "check_item_id", "check_limit", "normalise",
     "prepare_items", "require_model",
     "InvalidQuery", "NotFound", "StoreError", "StoreUnavailable",
 ]
@@ -127,7 +127,7 @@ class VectorIndex(Protocol):
 
 
 def open_vector_index(backend: str = "sqlite", kind: str = "graph", **options) -> VectorIndex:
-    """Open a vector index by backend name.
+    """Open a vector index by backend name (:data:`~trustgraph_base.store.registry.VECTOR_INDEXES`).
 
     :param backend: ``"sqlite"`` (options: ``home``) or ``"cassandra"`` (options: ``config``,
         ``keyspace_prefix``).
@@ -135,13 +135,7 @@ def open_vector_index(backend: str = "sqlite", kind: str = "graph", **options) -
     :raises InvalidQuery: for an unknown backend or kind.
     """
     check_kind(kind)
-    if backend == "sqlite":
-        from .sqlite.vectors import SqliteVectorIndex
-        return SqliteVectorIndex(kind=kind, **options)
-    if backend == "cassandra":
-        from .cassandra.vectors import CassandraVectorIndex
-        return CassandraVectorIndex(kind=kind, **options)
-    raise InvalidQuery(f"unknown vector backend {backend!r}: use 'sqlite' or 'cassandra'")
+    return VECTOR_INDEXES.open(backend, kind=kind, **options)
 
 
 # ------------------------------------------------------------------ validation shared by backends
@@ -151,14 +145,6 @@ def check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise InvalidQuery(f"unknown vector index kind {str(kind)[:40]!r}: use 'graph' or 'document'")
     return kind
-
-
-def check_names(user: str, collection: str) -> tuple[str, str]:
-    """Validate a user and a collection name, as :class:`InvalidQuery`."""
-    try:
-        return check_user(user), check_collection(collection)
-    except InvalidName as e:
-        raise InvalidQuery(str(e)) from None
 
 
 def _check_text(value: str, what: str, max_length: int, allow_empty: bool = False) -> str:

@@ -1,7 +1,9 @@
-"""Names, queues and typed client specs of the standard services, in one place.
+"""The contracts of the request/response services and flows: schemas, timeouts, error replies, idempotency.
 
-A service that calls another adds ``client_spec("triples", flow)`` instead of spelling out
-queues and schemas; a service that *is* one uses ``request_spec(...)`` for its consumer.
+A processor that calls a service adds ``client_spec("triples", flow)`` instead of spelling out
+queues and schemas; a processor that answers one uses ``request_spec(...)`` for its consumer.
+Which processor answers, calls, consumes or feeds what is declared in the service manifest
+(:mod:`trustgraph_flow.manifest`, checked against these tables by ``tests/unit/test_manifest.py``).
 """
 
 from __future__ import annotations

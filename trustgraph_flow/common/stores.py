@@ -1,18 +1,54 @@
-"""Command-line options and construction of the stores a service needs (SQLite or Cassandra)."""
+"""The stores a service keeps: its command-line options, and opening them from the backend registries.
+
+Which stores a service needs is declared in the service manifest (:mod:`trustgraph_flow.manifest`);
+each store kind (``triples``, ``vectors``, ``librarian``) has a registry of backends by name
+(:mod:`trustgraph_base.store.registry`).  ``--store`` (env ``TG_STORE``) picks the backend of
+every kind at once; ``--triples-store``, ``--vector-store`` and ``--librarian-store`` pick one
+kind's, defaulting to ``--store``.  A service offers the flags of the kinds it keeps.
+
+On Pulsar a service that needs a store and was given no backend for it refuses to start
+(:class:`~trustgraph_base.processor.launcher.ConfigurationError`, one line naming ``--store``
+and ``TG_STORE``): each process falling back to a SQLite file of its own would split one
+deployment's data between processes.  On the in-process bus the default is ``sqlite``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from pathlib import Path
 from typing import Any
 
+from trustgraph_base.processor.launcher import ConfigurationError
 from trustgraph_base.store.cassandra.connection import CassandraConfig
+from trustgraph_base.store.registry import REGISTRIES, backend_names
+
+__all__ = ["STORE_FLAGS", "add_store_args", "store_params", "store_options_for", "open_store",
+           "StoreBackedProcessor"]
+
+#: Store kind -> the option that picks its backend.
+STORE_FLAGS = {"triples": "--triples-store", "vectors": "--vector-store", "librarian": "--librarian-store"}
+
+#: Store kind -> its opener (imported when a store of that kind is opened).
+_OPENERS = {
+    "triples": "trustgraph_base.store.triples:open_triples_store",
+    "vectors": "trustgraph_base.store.vectors:open_vector_index",
+    "librarian": "trustgraph_base.store.librarian:open_librarian_store",
+}
+
+#: The backend a store falls back to when none is chosen, on a bus that is not durable (in-process).
+EMBEDDED_BACKEND = "sqlite"
 
 
-def add_store_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", choices=["sqlite", "cassandra"], default=os.environ.get("TG_STORE", "sqlite"),
-                        help="storage backend (env TG_STORE; default sqlite)")
+def add_store_args(parser: argparse.ArgumentParser, kinds: tuple[str, ...] = tuple(STORE_FLAGS)) -> None:
+    """``--store``, the per-kind flags of ``kinds``, and the SQLite and Cassandra options."""
+    parser.add_argument("--store", choices=backend_names(), default=os.environ.get("TG_STORE") or None,
+                        help="backend of every store this service keeps (env TG_STORE); required on Pulsar, "
+                             f"{EMBEDDED_BACKEND} on the in-process bus")
+    for kind in kinds:
+        parser.add_argument(STORE_FLAGS[kind], dest=f"{kind}_backend", choices=REGISTRIES[kind].names(),
+                            default=None, help=f"backend of the {kind} store (default: --store)")
     parser.add_argument("--data-dir", default=os.environ.get("TG_HOME", ""),
                         help="SQLite data directory (env TG_HOME; default ~/.trustgraph)")
     parser.add_argument("--cassandra-host", default=os.environ.get("CASSANDRA_HOST", "127.0.0.1"),
@@ -24,48 +60,84 @@ def add_store_args(parser: argparse.ArgumentParser) -> None:
 
 
 def store_params(args: argparse.Namespace) -> dict[str, Any]:
-    """Constructor parameters (``store``, ``store_options``) from parsed options."""
-    if args.store == "cassandra":
-        config = CassandraConfig(hosts=tuple(h.strip() for h in args.cassandra_host.split(",") if h.strip()),
-                                 port=args.cassandra_port, replication_factor=args.cassandra_replication_factor,
-                                 consistency=args.cassandra_consistency)
-        return {"store": "cassandra", "store_options": {"config": config}}
-    options = {"home": Path(args.data_dir)} if args.data_dir else {}
-    return {"store": "sqlite", "store_options": options}
+    """Constructor parameters (``store``, ``store_backends``, ``store_options``) from parsed options."""
+    backends = {kind: getattr(args, f"{kind}_backend") for kind in STORE_FLAGS
+                if getattr(args, f"{kind}_backend", None)}
+    options: dict[str, Any] = {}
+    if args.data_dir:
+        options["home"] = Path(args.data_dir)
+    if "cassandra" in (args.store, *backends.values()):
+        options["config"] = CassandraConfig(
+            hosts=tuple(h.strip() for h in args.cassandra_host.split(",") if h.strip()), port=args.cassandra_port,
+            replication_factor=args.cassandra_replication_factor, consistency=args.cassandra_consistency)
+    return {"store": args.store, "store_backends": backends, "store_options": options}
 
 
-def store_options_from(store: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    """Normalise options given in a group config (plain values) to store constructor options."""
+def store_options_for(backend: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The constructor options of a ``backend`` store from options that may serve several backends.
+
+    ``options`` are plain values (a group config's ``store_options``) or already built ones:
+    Cassandra gets ``config`` (a :class:`CassandraConfig`, built from ``hosts``, ``port``... when
+    not given), SQLite ``home``; any other key goes to both.
+    """
     options = dict(options or {})
-    if store == "cassandra" and "config" not in options:
-        fields = {k: options.pop(k) for k in list(options) if k in CassandraConfig.__dataclass_fields__}
-        if "hosts" in fields and isinstance(fields["hosts"], str):
-            fields["hosts"] = tuple(h.strip() for h in fields["hosts"].split(","))
-        options["config"] = CassandraConfig(**fields)
-    if store == "sqlite" and "home" in options and options["home"] is not None:
-        options["home"] = Path(options["home"])
+    fields = {k: options.pop(k) for k in list(options) if k in CassandraConfig.__dataclass_fields__}
+    config = options.pop("config", None)
+    home = options.pop("home", None)
+    if backend == "cassandra":
+        if config is None:
+            if isinstance(fields.get("hosts"), str):
+                fields["hosts"] = tuple(h.strip() for h in fields["hosts"].split(","))
+            config = CassandraConfig(**fields)
+        options["config"] = config
+    elif backend == "sqlite" and home is not None:
+        options["home"] = Path(home)
     return options
 
 
+def open_store(store_kind: str, backend: str, options: dict[str, Any] | None = None, **kw: Any) -> Any:
+    """A new store of ``store_kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``; ``kw`` go to its opener."""
+    module, _, name = _OPENERS[store_kind].partition(":")
+    opener = getattr(importlib.import_module(module), name)
+    return opener(backend, **kw, **store_options_for(backend, options))
+
+
 class StoreBackedProcessor:
-    """Mixin for processors that use stores: store options, opening (or being handed) stores,
+    """Mixin for processors that keep stores: store options, opening (or being handed) stores,
     closing the ones they opened on stop.  Use as ``class X(StoreBackedProcessor, Processor)``.
 
-    ``self.use_store(given, opener, **kw)`` returns ``given`` when a shared store object was passed
-    in (the embedded stack shares one per kind), else opens one with ``opener(store, **options)``
-    and remembers to close it.
+    ``self.use_store(given, store_kind, **kw)`` returns ``given`` when a shared store object was passed
+    in (the embedded stack shares one per store), else opens a ``store_kind`` store on the backend
+    chosen for that kind and remembers to close it.
+
+    :param store: backend of every kind (``None``: none chosen; see the module docstring).
+    :param store_backends: per-kind backends (``{"vectors": "sqlite"}``) that override ``store``.
+    :param store_options: options of the backends (see :func:`store_options_for`).
     """
 
-    def __init__(self, *, store: str = "sqlite", store_options: dict | None = None, **params):
+    def __init__(self, *, store: str | None = None, store_backends: dict[str, str] | None = None,
+                 store_options: dict | None = None, **params):
         super().__init__(**params)
         self.store_backend = store
-        self.store_options = store_options_from(store, store_options)
+        self.store_backends = dict(store_backends or {})
+        self.store_options = dict(store_options or {})
         self._owned_stores: list = []
 
-    def use_store(self, given, opener, **kw):
+    def backend_for(self, kind: str) -> str:
+        """The backend of the ``kind`` store; raises :class:`ConfigurationError` on a durable bus when none was chosen."""
+        chosen = self.store_backends.get(kind) or self.store_backend
+        if chosen:
+            return chosen
+        if self.backend.durable:
+            raise ConfigurationError(
+                f"{self.id}: no {kind} store given: pass --store (env TG_STORE) or {STORE_FLAGS[kind]}, e.g. "
+                f"--store cassandra; a service on Pulsar never falls back to a SQLite file of its own")
+        return EMBEDDED_BACKEND
+
+    def use_store(self, given, store_kind: str, **kw):
         if given is not None:
             return given
-        opened = opener(self.store_backend, **kw, **self.store_options)
+        opened = open_store(store_kind, self.backend_for(store_kind), self.store_options, **kw)
         self._owned_stores.append(opened)
         return opened
 
@@ -76,7 +148,11 @@ class StoreBackedProcessor:
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_store_args(parser)
+        from ..manifest import PROCESSORS
+
+        kinds = next((e.store_kinds for e in PROCESSORS.values() if e.cls.endswith(f":{cls.__name__}")
+                      and e.cls.partition(":")[0] == cls.__module__), tuple(STORE_FLAGS))
+        add_store_args(parser, kinds)
 
     @classmethod
     def params_from_args(cls, args: argparse.Namespace) -> dict:

@@ -25,7 +25,7 @@ from .wire import GATEWAY_ERROR, REQUEST_ERROR, GatewayRequestError, error_body
 log = logging.getLogger(__name__)
 
 #: Every service a request may name.
-SERVICES = FLOW_SERVICES + ("librarian",)
+GATEWAY_SERVICES = FLOW_SERVICES + ("librarian",)
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Dispatcher:
                 return
             if service not in FLOW_SERVICES:
                 raise GatewayRequestError(f"unknown service {str(service)[:60]!r}; this gateway serves "
-                                          f"{', '.join(SERVICES)}")
+                                          f"{', '.join(GATEWAY_SERVICES)}")
             if flow not in (None, self.flow):
                 raise GatewayRequestError(f"flow {str(flow)[:64]!r} is not served here (this gateway serves "
                                           f"{self.flow!r})", GATEWAY_ERROR)

@@ -28,7 +28,7 @@ from trustgraph_base.processor.launcher import serve_until_stopped, setup_loggin
 from ..common.services import client_spec
 from .app import make_app
 from .auth import Auth, AuthConfigError, check_bind, make_auth
-from .dispatch import SERVICES, Dispatcher
+from .dispatch import GATEWAY_SERVICES, Dispatcher
 from .limits import Limits
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class ApiGateway(Processor):
         self.limits = limits or Limits()
         check_bind(host, self.auth)
         self.dispatcher = Dispatcher(self.client, self.flow, library_collection)
-        for service in SERVICES:
+        for service in GATEWAY_SERVICES:
             self.add(client_spec(service, self.flow))
         self._runner: web.AppRunner | None = None
 

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 
 from trustgraph_base import __version__
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
@@ -34,6 +33,7 @@ from trustgraph_base.schema.library import CHUNK, PAGE
 
 from ..common.ports import prompt_terms
 from ..common.services import client_spec, flow_producer_spec, flow_spec, progress_queue
+from ..model.llm import resolve_llm
 from .chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, check_chunk_options, chunk_text
 from .decoding import decode_document
 from .extraction import (
@@ -192,8 +192,7 @@ class KgExtractService(_Stage):
     def __init__(self, *, extractor: str = "auto", **params):
         super().__init__(**params)
         if extractor == "auto":
-            extractor = "llm" if (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")) \
-                else "pattern"
+            extractor = "llm" if resolve_llm() == "openai" else "pattern"
         if extractor not in ("pattern", "llm"):
             raise ValueError(f"unknown extractor {extractor!r}: use pattern or llm")
         self.extractor = extractor

@@ -28,7 +28,7 @@ from trustgraph_base.schema import (
     DocumentRef, DocumentSummary, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer, Triples,
 )
 from trustgraph_base.schema.library import ANSWER, DOCUMENT_TYPES, SOURCE
-from trustgraph_base.store.librarian import DocumentExists, open_librarian_store
+from trustgraph_base.store.librarian import DocumentExists
 
 from ..common.services import flow_producer_spec, flow_spec, request_spec
 from ..common.stores import StoreBackedProcessor
@@ -48,14 +48,11 @@ class LibrarianService(StoreBackedProcessor, Processor):
     def __init__(self, *, librarian_store=None, triples_store=None, document_index=None, graph_index=None,
                  max_document_bytes: int = DEFAULT_MAX, **params):
         super().__init__(**params)
-        from trustgraph_base.store.triples import open_triples_store
-        from trustgraph_base.store.vectors import open_vector_index
-
-        self.store = self.use_store(librarian_store, open_librarian_store)
+        self.store = self.use_store(librarian_store, "librarian")
         # Removal cascades into the triples and both vector indexes.
-        self.triples = self.use_store(triples_store, open_triples_store)
-        self.document_index = self.use_store(document_index, open_vector_index, kind="document")
-        self.graph_index = self.use_store(graph_index, open_vector_index, kind="graph")
+        self.triples = self.use_store(triples_store, "triples")
+        self.document_index = self.use_store(document_index, "vectors", kind="document")
+        self.graph_index = self.use_store(graph_index, "vectors", kind="graph")
         self.max_document_bytes = max_document_bytes
         self.add(request_spec("librarian", self.flow, self.on_request))
         self.add(flow_producer_spec("load", "document-load", self.flow))

@@ -19,13 +19,14 @@ import logging
 import os
 from typing import Any, AsyncIterator
 
-from trustgraph_base.processor import Processor, ServiceError, launch, raise_on_error
+from trustgraph_base.processor import ConfigurationError, Processor, ServiceError, launch, raise_on_error
 from trustgraph_base.schema import (
     EmbeddingsRequest, EmbeddingsResponse, Error, PromptRequest, PromptResponse, TextCompletionRequest,
     TextCompletionResponse,
 )
 
 from ..common.services import client_spec, request_spec
+from .llm import resolve_llm
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,14 @@ class TextCompletionService(Processor):
         super().__init__(**params)
         from .text_completion import OpenAICompletion
 
-        self.llm = OpenAICompletion(base_url, api_key, model, temperature=temperature, max_tokens=max_tokens,
-                                    timeout=timeout, max_retries=max_retries)
+        if not (base_url or api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
+            raise ConfigurationError("text-completion: no LLM endpoint configured: pass --base-url (env "
+                                     "OPENAI_BASE_URL) and, if it needs one, --api-key (env OPENAI_API_KEY)")
+        try:
+            self.llm = OpenAICompletion(base_url, api_key, model, temperature=temperature, max_tokens=max_tokens,
+                                        timeout=timeout, max_retries=max_retries)
+        except ValueError as e:
+            raise ConfigurationError(f"text-completion: {e}") from None
         self.add(request_spec("text-completion", self.flow, self.on_request))
 
     async def on_start(self) -> None:
@@ -155,7 +162,7 @@ class PromptService(Processor):
         if prompter is not None:
             self.prompter = prompter
         else:
-            backend = _resolve_backend(llm)
+            backend = resolve_llm(llm)
             if backend == "openai":
                 from .prompts.prompter import LlmPrompter
 
@@ -199,15 +206,6 @@ class PromptService(Processor):
     @classmethod
     def params_from_args(cls, args: argparse.Namespace) -> dict:
         return {"llm": args.llm}
-
-
-def _resolve_backend(llm: str) -> str:
-    if llm != "auto":
-        return llm
-    configured = os.environ.get("LLM_BACKEND", "").strip().lower()
-    if configured in ("extractive", "openai"):
-        return configured
-    return "openai" if (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")) else "extractive"
 
 
 def run_text_completion() -> None:

@@ -1,8 +1,10 @@
-"""One shared cassandra-driver Cluster/Session per (hosts, port) and keyspace creation with a configurable RF.
+"""One shared cassandra-driver Cluster/Session per (hosts, port), keyspace creation with a configurable RF,
+and the one mapping of driver errors to store errors.
 
 Every Cassandra-backed store uses :func:`connect` so a process opens one connection pool,
-and :func:`ensure_keyspace` so the replication factor is honoured (TrustGraph's writers
-ignore it).
+:func:`ensure_keyspace` so the replication factor is honoured (TrustGraph's writers
+ignore it), and :func:`cassandra_errors` around every request, so the three stores answer a
+driver failure alike.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import os
 import socket
 import threading
 from collections import namedtuple
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Iterator
 
-from ..errors import StoreUnavailable
+from ..errors import StoreError, StoreUnavailable
 
-__all__ = ["CassandraConfig", "DDL_TIMEOUT", "batch_bytes", "connect", "ensure_keyspace", "parse_size",
-           "queueing_connection_class", "shutdown_all"]
+__all__ = ["CassandraConfig", "DDL_TIMEOUT", "batch_bytes", "cassandra_errors", "connect", "ensure_keyspace",
+           "parse_size", "queueing_connection_class", "shutdown_all"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,43 @@ def connect(config: CassandraConfig | None = None):
             raise StoreUnavailable(f"cannot reach Cassandra at {','.join(config.hosts)}:{config.port}: {e}") from e
         _SESSIONS[key] = session
         return session
+
+
+#: Driver exceptions (by class name, anywhere in the exception's class hierarchy) that mean "Cassandra is not
+#: there, or too slow, right now": the same request may succeed later.
+UNAVAILABLE_ERRORS = frozenset({
+    "NoHostAvailable", "OperationTimedOut", "Unavailable", "Timeout", "ReadTimeout", "WriteTimeout",
+    "CoordinationFailure", "ReadFailure", "WriteFailure", "ConnectionException", "ConnectionShutdown",
+    "ConnectionBusy", "OverloadedErrorMessage", "IsBootstrappingErrorMessage", "OSError",
+})
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says Cassandra is unreachable, overloaded or timed out (retrying may succeed).
+
+    Classes are matched by name, so this module never imports the driver to classify an error.
+    """
+    return any(cls.__name__ in UNAVAILABLE_ERRORS for cls in type(exc).__mro__)
+
+
+@contextmanager
+def cassandra_errors(what: str) -> Iterator[None]:
+    """Map driver failures inside the block to store errors; a :class:`StoreError` raised inside passes as is.
+
+    Unreachable, overloaded or timed out (:func:`is_unavailable`) becomes :class:`StoreUnavailable`
+    (the service nacks and redelivery retries); anything else (a rejected request, a failed
+    function) becomes :class:`StoreError` (an error reply).  None is swallowed.
+
+    :param what: the operation, for the message (``"insert"``, ``"librarian read of 'doc:1'"``).
+    """
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every driver failure is mapped, none is swallowed
+        if is_unavailable(e):
+            raise StoreUnavailable(f"Cassandra unavailable during {what}: {e}") from e
+        raise StoreError(f"Cassandra error during {what}: {type(e).__name__}: {e}") from e
 
 
 @lru_cache(maxsize=1)

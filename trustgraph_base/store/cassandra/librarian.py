@@ -28,19 +28,18 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ...schema.library import DOCUMENT_TYPES, SOURCE, DocumentMetadata
-from ..errors import InvalidQuery, NotFound, StoreError, StoreUnavailable
+from ..errors import InvalidQuery, NotFound, StoreUnavailable
 from ..librarian import (
     CHILD_TYPES, DEFAULT_PART_SIZE, TOP_LEVEL_TYPES, DocumentExists, check_chunk_size, check_document_id,
-    check_document_type, check_limit, check_part_size, check_scope, exists_message, metadata_from_json,
+    check_document_type, check_limit, check_part_size, exists_message, metadata_from_json,
     metadata_to_json, prepare_metadata, rechunk, same_document, split_parts,
 )
-from ..names import storage_name
-from .connection import CassandraConfig, connect, ensure_keyspace, lwt_applied
+from ..names import check_names, storage_name
+from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace, lwt_applied
 
-__all__ = ["CassandraLibrarianStore", "cassandra_errors", "PARTS_PER_BUCKET"]
+__all__ = ["CassandraLibrarianStore", "PARTS_PER_BUCKET"]
 
 #: Parts per ``library_parts`` partition.
 PARTS_PER_BUCKET = 64
@@ -68,29 +67,6 @@ _TABLES = (
         collection text, parent_id text, id text, PRIMARY KEY ((collection, parent_id), id))""",
 )
 _TABLE_NAMES = frozenset(ddl.split("{ks}.")[1].split(" ")[0] for ddl in _TABLES)
-
-
-@contextmanager
-def cassandra_errors(what: str):
-    """Map driver errors to store errors: timeouts and unreachable nodes to :class:`StoreUnavailable`.
-
-    :param what: the operation, for the message (``"librarian write for user 'alice'"``).
-    """
-    from cassandra import (
-        CoordinationFailure, DriverException, InvalidRequest, OperationTimedOut, RequestExecutionException,
-    )
-    from cassandra.cluster import NoHostAvailable
-
-    try:
-        yield
-    except (StoreError, ValueError, KeyError):
-        raise
-    except (OperationTimedOut, NoHostAvailable, RequestExecutionException, CoordinationFailure, OSError) as e:
-        raise StoreUnavailable(f"{what} failed, Cassandra unavailable: {e}") from e
-    except InvalidRequest as e:
-        raise StoreError(f"{what} was rejected by Cassandra: {e}") from e
-    except DriverException as e:
-        raise StoreUnavailable(f"{what} failed: {e}") from e
 
 
 def _not_found(document_id: str, user: str, collection: str, what: str = "document") -> NotFound:
@@ -248,7 +224,7 @@ class CassandraLibrarianStore:
         :returns: the stored metadata (with ``size``, ``sha256`` and ``time`` set).
         :raises DocumentExists: the id exists in this collection with other content.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         prepared = prepare_metadata(meta, content, "", TOP_LEVEL_TYPES)
         return self._add(user, collection, prepared, bytes(content))
 
@@ -264,7 +240,7 @@ class CassandraLibrarianStore:
         :raises NotFound: the parent does not exist in this collection.
         :raises DocumentExists: the id exists with other content or another parent.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
         return self._add(user, collection, prepared, bytes(content))
 
@@ -385,7 +361,7 @@ class CassandraLibrarianStore:
         :raises NotFound: the document does not exist in this collection.
         :raises InvalidQuery: ``include_children`` is false and the document has children.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(document_id)
         ks = self._ks(user, create=False)
         with cassandra_errors(f"librarian remove of {document_id[:120]!r} from collection {collection!r} "
@@ -428,7 +404,7 @@ class CassandraLibrarianStore:
         :param collection: the collection to empty.
         :returns: how many documents (of every type) it held; 0 for an unknown user or collection.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         ks = self._ks(user, create=False)
         if ks is None:
             return 0
@@ -492,7 +468,7 @@ class CassandraLibrarianStore:
 
     def _lookup(self, user: str, collection: str, document_id: str) -> tuple[_Stored, _Keyspace, str]:
         """The document row, the keyspace and the validated collection; :class:`NotFound` if absent."""
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(document_id)
         ks = self._ks(user, create=False)
         with cassandra_errors(f"librarian read of {document_id[:120]!r} in collection {collection!r} "
@@ -545,7 +521,7 @@ class CassandraLibrarianStore:
         :param document_type: ``source``, ``page``, ``chunk`` or ``answer``.
         :param limit: at most this many (1 to 100,000).
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_type(document_type)
         check_limit(limit)
         ks = self._ks(user, create=False)
@@ -597,7 +573,7 @@ class CassandraLibrarianStore:
         :param parent_id: the parent document.
         :raises NotFound: the parent does not exist in this collection.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(parent_id, "parent id")
         ks = self._ks(user, create=False)
         with cassandra_errors(f"librarian listing of children of {parent_id[:120]!r} in collection {collection!r} "
@@ -614,7 +590,7 @@ class CassandraLibrarianStore:
         :param user: owner of the documents.
         :param document_id: the document.
         """
-        user = check_scope(user, "default")[0]
+        check_names(user)
         check_document_id(document_id)
         ks = self._ks(user, create=False)
         if ks is None:

@@ -60,20 +60,16 @@ import struct
 import threading
 import zlib
 from collections import defaultdict
-from contextlib import contextmanager
 from typing import Iterable, Iterator, Sequence
 
 from ...schema.primitives import Triple
-from ...schema.query import TraceSummary, TriplePattern
-from ..errors import StoreError, StoreUnavailable
-from ..gc_pause import gc_paused
-from ..names import storage_name
+from ...schema.query import TraceSummary
+from ..errors import StoreError
+from ..names import check_names, storage_name
 from ..triples import (
-    IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
-    check_trace_query, claimed_question, encode_cursor, extract_traces, prepare_triples, question_type_of,
-    term_from_key,
+    IndexedTrace, PatternKey, QuadKey, TracePage, TriplesStoreBase, encode_cursor, question_type_of, term_from_key,
 )
-from .connection import CassandraConfig, batch_bytes, connect, ensure_keyspace, lwt_applied
+from .connection import CassandraConfig, batch_bytes, cassandra_errors, connect, ensure_keyspace, lwt_applied
 
 __all__ = ["CassandraTriplesStore", "SCAN_BUCKETS", "KEY_MAX_BYTES"]
 
@@ -103,13 +99,6 @@ del _id, _order, _n
 assert all(frozenset(b) in _LAYOUT_FOR for b in ("s", "p", "o", "sp", "so", "sg", "po", "pg", "og", "spo", "spg",
                                                   "sog", "pog", "spog")), "layouts must cover every bound pattern"
 
-_UNAVAILABLE_NAMES = frozenset({
-    "NoHostAvailable", "OperationTimedOut", "Unavailable", "ReadTimeout", "WriteTimeout", "ConnectionException",
-    "ConnectionShutdown", "ConnectionBusy", "OverloadedErrorMessage", "IsBootstrappingErrorMessage",
-    "CoordinationFailure", "ReadFailure", "WriteFailure",
-})
-
-
 class _ReplicaBatchWarning(logging.Filter):
     """Drops the server's "Unlogged batch covering N partitions" warning, echoed by the driver for every batch.
 
@@ -124,23 +113,6 @@ class _ReplicaBatchWarning(logging.Filter):
 _DRIVER_WARNINGS = logging.getLogger("cassandra.protocol")
 if not any(isinstance(f, _ReplicaBatchWarning) for f in _DRIVER_WARNINGS.filters):
     _DRIVER_WARNINGS.addFilter(_ReplicaBatchWarning())
-
-
-def _unavailable(exc: BaseException) -> bool:
-    return any(cls.__name__ in _UNAVAILABLE_NAMES for cls in type(exc).__mro__)
-
-
-@contextmanager
-def _errors(what: str):
-    """Map driver exceptions to :class:`StoreUnavailable` (retry later) or :class:`StoreError`."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as e:  # noqa: BLE001 - every driver failure is mapped, none is swallowed
-        if _unavailable(e):
-            raise StoreUnavailable(f"Cassandra unavailable during {what}: {e}") from e
-        raise StoreError(f"Cassandra error during {what}: {type(e).__name__}: {e}") from e
 
 
 def _store_key(text: str) -> str:
@@ -239,7 +211,7 @@ _TABLES = (
 )
 
 
-class CassandraTriplesStore:
+class CassandraTriplesStore(TriplesStoreBase):
     """:class:`~trustgraph_base.store.triples.TriplesStore` on Apache Cassandra.
 
     :param config: where Cassandra is, replication factor and consistency (default: from the environment).
@@ -254,7 +226,7 @@ class CassandraTriplesStore:
         self.config = config or CassandraConfig()
         self.concurrency = int(concurrency)
         self._ddl_timeout = float(ddl_timeout)
-        with _errors("connect"):
+        with cassandra_errors("connect"):
             self._session = connect(self.config)
             #: byte budget and most rows of one unlogged batch (sized to the server's thresholds)
             self.batch_bytes = batch_bytes(self._session)
@@ -269,6 +241,9 @@ class CassandraTriplesStore:
         """The keyspace of ``user`` (validated name)."""
         check_names(user)
         return storage_name("tg", user)
+
+    def _space(self, user: str) -> _Statements | None:
+        return self._prepared(user, create=False)
 
     def _prepared(self, user: str, create: bool = True) -> _Statements | None:
         """Statements of ``user``'s keyspace, creating keyspace and tables on first write.
@@ -286,7 +261,7 @@ class CassandraTriplesStore:
             if st is not None:
                 return st
             session = self._session
-            with _errors(f"schema set-up of {ks}"):
+            with cassandra_errors(f"schema set-up of {ks}"):
                 if not create:
                     found = session.execute("SELECT keyspace_name FROM system_schema.keyspaces "
                                             "WHERE keyspace_name = %s", (ks,)).one()
@@ -319,7 +294,7 @@ class CassandraTriplesStore:
         statements = list(statements)
         if not statements:
             return []
-        with _errors(what):
+        with cassandra_errors(what):
             results = execute_concurrent(self._session, statements, concurrency=self.concurrency,
                                          raise_on_first_error=True, results_generator=False)
         return [r.result_or_exc for r in results]
@@ -374,20 +349,8 @@ class CassandraTriplesStore:
 
     # ------------------------------------------------------------ writes
 
-    @gc_paused()
-    def insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
-        """Store ``triples`` in ``user``'s ``collection`` (all validated first; re-inserting is a no-op).
-
-        :param user: user name (validated); its keyspace is created on first use.
-        :param collection: collection name (validated); registered if new.
-        :param triples: the triples, each in its graph (``g=""`` = default graph).
-        :returns: the number of distinct triples in the batch (all of them stored afterwards).
-        :raises InvalidQuery: a bad name or term (nothing written).
-        :raises StoreUnavailable: Cassandra could not be reached or timed out (retry the same batch).
-        """
-        check_names(user, collection)
-        quads = prepare_triples(triples)
-        traces = extract_traces(quads)
+    def _insert(self, user: str, collection: str, quads: list[QuadKey], traces: list[IndexedTrace]) -> None:
+        """Write ``quads`` (the user's keyspace is created on first use; the collection registered if new)."""
         st = self._prepared(user)
         # the trace index is read (is a Question already indexed?) alongside the last chunk's writes;
         # the collection's registry row travels in the first chunk's batches
@@ -399,12 +362,9 @@ class CassandraTriplesStore:
                                           register=i == 0)
         if traces:
             self._index_traces(st, collection, traces, existing)
-        return len(quads)
 
-    def claim_trace(self, user: str, collection: str, triples: Sequence[Triple]) -> bool:
-        """Store ``triples`` (one Question) unless the trace index holds that Question; ``False``: nothing written.
-
-        The claim is a lightweight transaction (``INSERT ... IF NOT EXISTS``, serial consistency
+    def _claim(self, user: str, collection: str, quads: list[QuadKey], question: IndexedTrace) -> bool:
+        """The claim is a lightweight transaction (``INSERT ... IF NOT EXISTS``, serial consistency
         ``SERIAL``) on the Question's ``trace_uris`` row, so of concurrent claims from any number of
         processes exactly one is applied.  Only the winner then writes the triples and the listing
         rows.  An interrupted claim leaves its ``trace_uris`` row: the URI stays claimed (and
@@ -412,14 +372,11 @@ class CassandraTriplesStore:
         """
         from cassandra import ConsistencyLevel
 
-        check_names(user, collection)
-        quads = prepare_triples(triples)
-        question = claimed_question(quads)
         st = self._prepared(user)
         s = question.summary
         claim = st.claim_trace_uri.bind((collection, s.uri, question.ts, s.type, s.question, s.time, s.parent))
         claim.serial_consistency_level = ConsistencyLevel.SERIAL
-        with _errors("trace claim"):
+        with cassandra_errors("trace claim"):
             if not lwt_applied(self._session.execute(claim)):
                 return False
         for i in range(0, len(quads), INSERT_CHUNK):
@@ -510,18 +467,7 @@ class CassandraTriplesStore:
             used += size
         self._run(statements, "trace index")
 
-    def delete(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
-        """Remove exactly ``triples`` (matching graph included) from ``user``'s ``collection``.
-
-        A removed ``?q rdf:type <Question class>`` also removes ``q`` from the trace index.
-
-        :returns: how many of them were stored.
-        """
-        check_names(user, collection)
-        quads = prepare_triples(triples)
-        st = self._prepared(user, create=False)
-        if st is None or not quads:
-            return 0
+    def _delete(self, st: _Statements, user: str, collection: str, quads: list[QuadKey]) -> int:
         keyed = [tuple(_store_key(x) for x in q) for q in quads]
         found = self._run(((st.select[3], (collection, s, 1, p, o, g, 1)) for s, p, o, g in keyed), "delete")
         present = [(q, k) for q, k, rows in zip(quads, keyed, found) if rows]
@@ -545,18 +491,12 @@ class CassandraTriplesStore:
             self._run([(st.delete_long, (collection, h)) for h, rows in zip(long_keys, used) if not rows], "delete")
         return len(present)
 
-    def delete_collection(self, user: str, collection: str) -> int:
-        """Remove ``collection`` entirely: every row of every layout, long terms and the trace index.
+    def _delete_collection(self, st: _Statements, user: str, collection: str) -> int:
+        """Every row of every layout, long terms and the trace index.
 
         Pages through the scan table bucket by bucket and deletes whole partitions; the
         registry row goes last, so an interrupted delete is finished by calling it again.
-
-        :returns: how many triples it held.
         """
-        check_names(user, collection)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return 0
         count = 0
         deleted: set[str] = set()
         c = collection
@@ -607,7 +547,7 @@ class CassandraTriplesStore:
                 yield self._unrotate(rs.current_rows, head, order)
             if not rs.has_more_pages:
                 return
-            with _errors("query"):
+            with cassandra_errors("query"):
                 rs.fetch_next_page()
 
     def _scan_pages(self, st: _Statements, collection: str, bucket: int, g: str | None, limit: int,
@@ -622,13 +562,13 @@ class CassandraTriplesStore:
                 yield list(rs.current_rows)
             if not rs.has_more_pages:
                 return
-            with _errors("scan"):
+            with cassandra_errors("scan"):
                 rs.fetch_next_page()
 
     def _execute(self, stmt, params, page_size: int, what: str):
         from cassandra.query import BoundStatement
 
-        with _errors(what):
+        with cassandra_errors(what):
             bound = BoundStatement(stmt, fetch_size=page_size).bind(params)
             return self._session.execute(bound)
 
@@ -646,29 +586,12 @@ class CassandraTriplesStore:
             if remaining <= 0:
                 return
 
-    def query(self, user: str, collection: str, pattern: TriplePattern) -> list[Triple]:
-        """Triples of ``user``'s ``collection`` matching ``pattern``.
-
-        :param pattern: bound ``s``/``p``/``o`` terms (``None`` = any), ``g`` (``None`` = all graphs,
-            ``""`` = default graph, an IRI = that graph) and ``limit`` (0 = 10,000; at most 1,000,000).
-        :raises InvalidQuery: bad names, terms or limit.
-        :raises StoreUnavailable: Cassandra could not be reached or timed out.
-        """
-        check_names(user, collection)
-        pk = check_pattern(pattern)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return []
+    def _query(self, st: _Statements, user: str, collection: str, pk: PatternKey) -> list[Triple]:
         keys = [q for page in self._key_pages(st, collection, pk, pk.limit, min(pk.limit, 5000)) for q in page]
         return self._triples(st, collection, keys)
 
-    def query_many(self, user: str, collection: str, patterns: Sequence[TriplePattern]) -> list[list[Triple]]:
-        """One result list per pattern, in order; single-partition patterns run concurrently."""
-        check_names(user, collection)
-        keys = [check_pattern(p) for p in patterns]
-        st = self._prepared(user, create=False)
-        if st is None:
-            return [[] for _ in keys]
+    def _query_many(self, st: _Statements, user: str, collection: str, keys: list[PatternKey]) -> list[list[Triple]]:
+        """Single-partition patterns run concurrently."""
         return self._query_keys(st, collection, keys)
 
     def _query_keys(self, st: _Statements, collection: str, keys: Sequence[PatternKey]) -> list[list[Triple]]:
@@ -709,10 +632,10 @@ class CassandraTriplesStore:
         rows: list[list | None] = [None] * len(keys)
         for start in range(0, len(specs), self.concurrency):
             window = specs[start:start + self.concurrency]
-            with _errors("query"):
+            with cassandra_errors("query"):
                 futures = [self._session.execute_async(bound) for bound, _, _, _ in window]
             for future, (_, members, head, order) in zip(futures, window):
-                with _errors("query"):
+                with cassandra_errors("query"):
                     result = list(future.result())   # iterating fetches further pages
                 if head is not None:
                     rows[members[0]] = self._unrotate(result, head, order)
@@ -762,15 +685,8 @@ class CassandraTriplesStore:
             for i in range(0, len(group), IN_KEYS):
                 yield group[i:i + IN_KEYS]
 
-    def iter_query(self, user: str, collection: str, pattern: TriplePattern,
-                   page_size: int = 1000) -> Iterator[list[Triple]]:
-        """Matching triples in pages of ``page_size`` (the last may be shorter); ``pattern.limit`` 0 = all."""
-        check_names(user, collection)
-        pk = check_pattern(pattern)
-        check_page_size(page_size)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return iter(())
+    def _iter_query(self, st: _Statements, user: str, collection: str, pk: PatternKey,
+                    page_size: int) -> Iterator[list[Triple]]:
         return self._pages(st, collection, pk, page_size)
 
     def _pages(self, st: _Statements, collection: str, pk: PatternKey, page_size: int) -> Iterator[list[Triple]]:
@@ -784,40 +700,21 @@ class CassandraTriplesStore:
         if buffer:
             yield self._triples(st, collection, buffer)
 
-    def count(self, user: str, collection: str, pattern: TriplePattern) -> int:
-        """How many triples match ``pattern`` (its ``limit`` is ignored); pages through the keys."""
-        check_names(user, collection)
-        pk = check_pattern(pattern)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return 0
+    def _count(self, st: _Statements, user: str, collection: str, pk: PatternKey) -> int:
+        """Pages through the keys."""
         return sum(len(rows) for rows in self._key_pages(st, collection, pk, _NO_LIMIT, 5000))
 
-    def list_collections(self, user: str) -> list[str]:
-        """Names of ``user``'s collections, sorted."""
-        check_names(user)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return []
-        with _errors("list collections"):
+    def _list_collections(self, st: _Statements, user: str) -> list[str]:
+        with cassandra_errors("list collections"):
             return sorted(r.collection for r in self._session.execute(st.list_collections))
 
     # ------------------------------------------------------------ trace index
 
-    def list_traces(self, user: str, collection: str, type: str = "", limit: int = 50,
-                    cursor: str = "") -> TracePage:
-        """Stored Questions of ``user``'s ``collection``, newest first: one slice of ``limit + 1`` rows.
-
-        :param type: ``""`` (all), ``"graphrag"``, ``"docrag"`` or ``"agent"``.
-        :param limit: page size, 1-1000 (0 = 50).
-        :param cursor: ``next_cursor`` of the previous page (``""`` = first page).
-        """
-        limit, after = check_trace_query(user, collection, type, limit, cursor)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return TracePage()
+    def _list_traces(self, st: _Statements, user: str, collection: str, type: str, limit: int,
+                     after: tuple[int, str] | None) -> TracePage:
+        """One slice of ``limit + 1`` rows."""
         kind = type or _ALL
-        with _errors("list traces"):
+        with cassandra_errors("list traces"):
             if after is None:
                 rows = list(self._session.execute(st.list_traces, (collection, kind, limit + 1)))
             else:
@@ -827,27 +724,15 @@ class CassandraTriplesStore:
         next_cursor = encode_cursor(rows[limit - 1].ts, rows[limit - 1].uri) if len(rows) > limit else ""
         return TracePage(page, next_cursor)
 
-    def get_trace(self, user: str, collection: str, question_uri: str) -> TraceSummary | None:
-        """The trace-index row of ``question_uri``, or ``None``."""
-        check_names(user, collection)
-        check_question_uri(question_uri)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return None
-        with _errors("get trace"):
+    def _get_trace(self, st: _Statements, user: str, collection: str, question_uri: str) -> TraceSummary | None:
+        with cassandra_errors("get trace"):
             row = self._session.execute(st.get_trace_uri, (collection, question_uri)).one()
         if row is None:
             return None
         return TraceSummary(uri=row.uri, type=row.type, question=row.question, time=row.time, parent=row.parent)
 
-    def remove_trace(self, user: str, collection: str, question_uri: str) -> None:
-        """Drop ``question_uri`` from the trace index (its triples stay)."""
-        check_names(user, collection)
-        check_question_uri(question_uri)
-        st = self._prepared(user, create=False)
-        if st is None:
-            return
-        with _errors("remove trace"):
+    def _remove_trace(self, st: _Statements, user: str, collection: str, question_uri: str) -> None:
+        with cassandra_errors("remove trace"):
             row = self._session.execute(st.get_trace_uri, (collection, question_uri)).one()
         if row is None:
             return

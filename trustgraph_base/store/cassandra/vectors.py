@@ -30,13 +30,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import StoreUnavailable
-from ..names import storage_name
+from ..names import check_names, storage_name
 from ..vectors import (
-    IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id, check_names,
+    IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id,
     normalise, prepare_items, require_model,
 )
 from .connection import CassandraConfig, connect, ensure_keyspace
-from .librarian import DDL_TIMEOUT, cassandra_errors
+from .connection import cassandra_errors
+from .librarian import DDL_TIMEOUT
 
 __all__ = ["CassandraVectorIndex", "shard_of", "MAX_SHARDS"]
 
@@ -259,7 +260,7 @@ class CassandraVectorIndex:
         :returns: the number of distinct ids written.
         :raises ModelMismatch: the index was built with another model id or dimension.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         check_model_id(model_id)
         chosen, vectors = prepare_items(items)
         if not chosen:
@@ -294,7 +295,7 @@ class CassandraVectorIndex:
 
         :returns: how many of ``ids`` existed.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         if isinstance(ids, (str, bytes)):
             ids = [ids]
         unique = list(dict.fromkeys(check_item_id(i) for i in ids))
@@ -320,7 +321,7 @@ class CassandraVectorIndex:
 
         :returns: how many were removed.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         check_item_id(document_id, "document id")
         ks = self._ks(user)
         what = f"vector delete of document {document_id[:120]!r} for user {user!r}"
@@ -339,7 +340,7 @@ class CassandraVectorIndex:
 
         :returns: how many vectors were removed.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         ks = self._ks(user)
         what = f"vector delete of collection {collection!r} for user {user!r}"
         with cassandra_errors(what):
@@ -362,7 +363,7 @@ class CassandraVectorIndex:
 
         :raises ModelMismatch: the index was built with another model id or dimension.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         check_model_id(model_id)
         check_limit(limit)
         query = normalise(vector, "query vector")
@@ -391,7 +392,7 @@ class CassandraVectorIndex:
 
     def index_info(self, user: str, collection: str) -> IndexInfo | None:
         """Model id, dimension and number of vectors of the collection's index, or ``None``."""
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         ks = self._ks(user)
         with cassandra_errors(f"vector index info for user {user!r}, collection {collection!r}"):
             info = self._info(ks, collection, fresh=True)

@@ -21,10 +21,10 @@ from ...schema.library import SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
 from ..librarian import (
     CHILD_TYPES, DEFAULT_PART_SIZE, TOP_LEVEL_TYPES, ContentCorrupt, DocumentExists, check_chunk_size,
-    check_document_id, check_document_type, check_limit, check_part_size, check_scope, exists_message,
+    check_document_id, check_document_type, check_limit, check_part_size, exists_message,
     metadata_from_json, metadata_to_json, prepare_metadata, rechunk, same_document, sha256_hex, split_parts,
 )
-from ..names import tg_home, user_file
+from ..names import check_names, tg_home, user_file
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
 from .wal import enable_wal
 
@@ -141,7 +141,7 @@ class SqliteLibrarianStore:
         :returns: the stored metadata (with ``size``, ``sha256`` and ``time`` set).
         :raises DocumentExists: the id exists in this collection with other content.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         prepared = prepare_metadata(meta, content, "", TOP_LEVEL_TYPES)
         return self._add(user, collection, prepared, bytes(content))
 
@@ -157,7 +157,7 @@ class SqliteLibrarianStore:
         :raises NotFound: the parent does not exist in this collection.
         :raises DocumentExists: the id exists with other content or another parent.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
         return self._add(user, collection, prepared, bytes(content))
 
@@ -213,7 +213,7 @@ class SqliteLibrarianStore:
         :raises InvalidQuery: ``include_children`` is false and the document has children
             (removing it alone would orphan them).
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(document_id)
         db = self._db(user, create=False)
         if db is None:
@@ -258,7 +258,7 @@ class SqliteLibrarianStore:
         :param collection: the collection to empty.
         :returns: how many documents (of every type) it held; 0 for an unknown user or collection.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         db = self._db(user, create=False)
         if db is None:
             return 0
@@ -307,7 +307,7 @@ class SqliteLibrarianStore:
         :param document_id: the document.
         :raises NotFound: the document does not exist in this collection.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(document_id)
         return self._row(self._db(user, create=False), user, collection, document_id)[0]
 
@@ -320,7 +320,7 @@ class SqliteLibrarianStore:
         :raises NotFound: the document does not exist in this collection.
         :raises ContentCorrupt: the stored bytes do not match their sha256.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(document_id)
         db = self._db(user, create=False)
         meta, n_parts = self._row(db, user, collection, document_id)
@@ -347,7 +347,7 @@ class SqliteLibrarianStore:
         :param chunk_size: bytes per yielded chunk (1 byte to 64 MiB).
         :raises ContentCorrupt: (while iterating) the parts do not match the stored sha256.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(document_id)
         check_chunk_size(chunk_size)
         db = self._db(user, create=False)
@@ -374,7 +374,7 @@ class SqliteLibrarianStore:
         :param document_type: ``source``, ``page``, ``chunk`` or ``answer``.
         :param limit: at most this many (1 to 100,000).
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_type(document_type)
         check_limit(limit)
         db = self._db(user, create=False)
@@ -416,7 +416,7 @@ class SqliteLibrarianStore:
         :param parent_id: the parent document.
         :raises NotFound: the parent does not exist in this collection.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         check_document_id(parent_id, "parent id")
         db = self._db(user, create=False)
         self._row(db, user, collection, parent_id)
@@ -431,7 +431,7 @@ class SqliteLibrarianStore:
         :param user: owner of the documents.
         :param document_id: the document.
         """
-        user = check_scope(user, "default")[0]
+        check_names(user)
         check_document_id(document_id)
         db = self._db(user, create=False)
         if db is None:

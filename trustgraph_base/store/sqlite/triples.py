@@ -58,14 +58,11 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from ...schema.primitives import Triple
-from ...schema.query import TraceSummary, TriplePattern
+from ...schema.query import TraceSummary
 from ..errors import StoreError, StoreUnavailable
-from ..gc_pause import gc_paused
-from ..names import tg_home, user_file
+from ..names import check_names, tg_home, user_file
 from ..triples import (
-    IndexedTrace, PatternKey, QuadKey, TracePage, check_names, check_page_size, check_pattern, check_question_uri,
-    check_trace_query, claimed_question, encode_cursor, extract_traces, prepare_triples, question_type_of,
-    term_from_key,
+    IndexedTrace, PatternKey, QuadKey, TracePage, TriplesStoreBase, encode_cursor, question_type_of, term_from_key,
 )
 from .environment import check_data_dir, environment_failure, make_parent, store_file_exists
 from .wal import enable_wal
@@ -189,7 +186,7 @@ class _TermIds:
             self.ids.update(new)
 
 
-class SqliteTriplesStore:
+class SqliteTriplesStore(TriplesStoreBase):
     """:class:`~trustgraph_base.store.triples.TriplesStore` on one SQLite file per user.
 
     :param home: data directory (default :func:`~trustgraph_base.store.names.tg_home`); files go
@@ -268,6 +265,9 @@ class SqliteTriplesStore:
                 self._term_ids.setdefault(path, _TermIds())
             self._connections.append(conn)
 
+    def _space(self, user: str) -> sqlite3.Connection | None:
+        return self._conn(user, create=False)
+
     def _conn(self, user: str, create: bool = True) -> sqlite3.Connection | None:
         """This thread's connection to ``user``'s file; ``None`` if the file does not exist and ``create`` is false."""
         if self._closed:
@@ -309,31 +309,13 @@ class SqliteTriplesStore:
 
     # ------------------------------------------------------------ writes
 
-    @gc_paused()
-    def insert(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
-        """Store ``triples`` in ``user``'s ``collection`` (all validated first; re-inserting is a no-op).
+    def _insert(self, user: str, collection: str, quads: list[QuadKey], traces: list[IndexedTrace]) -> None:
+        """One write transaction; a file locked longer than ``busy_timeout`` is :class:`StoreUnavailable`."""
+        self._store(user, collection, quads, traces)
 
-        :param user: user name (validated).
-        :param collection: collection name (validated); registered if new.
-        :param triples: the triples, each in its graph (``g=""`` = default graph).
-        :returns: the number of distinct triples in the batch (all of them stored afterwards).
-        :raises InvalidQuery: a bad name or term (nothing written).
-        :raises StoreUnavailable: the file stayed locked longer than ``busy_timeout``.
-        """
-        check_names(user, collection)
-        quads = prepare_triples(triples)
-        self._store(user, collection, quads, extract_traces(quads))
-        return len(quads)
-
-    def claim_trace(self, user: str, collection: str, triples: Sequence[Triple]) -> bool:
-        """Store ``triples`` (one Question) unless the trace index holds that Question; ``False``: nothing written.
-
-        The look-up and the insert share one ``BEGIN IMMEDIATE`` transaction, so concurrent claims of
-        one URI, from any thread or process, are serialised and exactly one of them wins.
-        """
-        check_names(user, collection)
-        quads = prepare_triples(triples)
-        question = claimed_question(quads)
+    def _claim(self, user: str, collection: str, quads: list[QuadKey], question: IndexedTrace) -> bool:
+        """The look-up and the insert share one ``BEGIN IMMEDIATE`` transaction, so concurrent claims of
+        one URI, from any thread or process, are serialised and exactly one of them wins."""
         return self._store(user, collection, quads, [question], unless_indexed=question.summary.uri)
 
     def _store(self, user: str, collection: str, quads: list[QuadKey], traces: Sequence[IndexedTrace],
@@ -359,17 +341,7 @@ class SqliteTriplesStore:
         cache.remember(epoch, new)
         return True
 
-    def delete(self, user: str, collection: str, triples: Sequence[Triple]) -> int:
-        """Remove exactly ``triples`` (matching graph included) from ``user``'s ``collection``.
-
-        A removed ``?q rdf:type <Question class>`` also removes ``q`` from the trace index.
-
-        :returns: how many of them were stored.
-        """
-        check_names(user, collection)
-        quads = prepare_triples(triples)
-        if self._conn(user, create=False) is None:
-            return 0
+    def _delete(self, space: sqlite3.Connection, user: str, collection: str, quads: list[QuadKey]) -> int:
         with self._write(user) as conn:
             cid = self._collection_id(conn, collection)
             if cid is None:
@@ -396,14 +368,8 @@ class SqliteTriplesStore:
                     conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'terms_epoch'")
         return removed
 
-    def delete_collection(self, user: str, collection: str) -> int:
-        """Remove ``collection`` entirely: its triples, its trace index and the terms nothing else uses.
-
-        :returns: how many triples it held (0 for an unknown collection).
-        """
-        check_names(user, collection)
-        if self._conn(user, create=False) is None:
-            return 0
+    def _delete_collection(self, space: sqlite3.Connection, user: str, collection: str) -> int:
+        """Its triples, its trace index and the terms nothing else uses (0 for an unknown collection)."""
         with self._write(user) as conn:
             cid = self._collection_id(conn, collection)
             if cid is None:
@@ -464,29 +430,14 @@ class SqliteTriplesStore:
             params.append(limit)
         return conn.execute(sql, params)
 
-    def query(self, user: str, collection: str, pattern: TriplePattern) -> list[Triple]:
-        """Triples of ``user``'s ``collection`` matching ``pattern``.
-
-        :param pattern: bound ``s``/``p``/``o`` terms (``None`` = any), ``g`` (``None`` = all graphs,
-            ``""`` = default graph, an IRI = that graph) and ``limit`` (0 = 10,000; at most 1,000,000).
-        :raises InvalidQuery: bad names, terms or limit.
-        """
-        check_names(user, collection)
-        pk = check_pattern(pattern)
-        conn = self._conn(user, create=False)
-        if conn is None:
-            return []
+    def _query(self, conn: sqlite3.Connection, user: str, collection: str, pk: PatternKey) -> list[Triple]:
         with _errors(self.path(user)):
             cur = self._select(conn, collection, pk, pk.limit)
             return [] if cur is None else [_triple(row) for row in cur]
 
-    def query_many(self, user: str, collection: str, patterns: Sequence[TriplePattern]) -> list[list[Triple]]:
-        """One result list per pattern, read in one transaction (a consistent snapshot)."""
-        check_names(user, collection)
-        keys = [check_pattern(p) for p in patterns]
-        conn = self._conn(user, create=False)
-        if conn is None:
-            return [[] for _ in keys]
+    def _query_many(self, conn: sqlite3.Connection, user: str, collection: str,
+                    keys: list[PatternKey]) -> list[list[Triple]]:
+        """Read in one transaction (a consistent snapshot)."""
         out: list[list[Triple]] = []
         with _errors(self.path(user)):
             conn.execute("BEGIN")
@@ -498,19 +449,10 @@ class SqliteTriplesStore:
                 conn.execute("COMMIT")
         return out
 
-    def iter_query(self, user: str, collection: str, pattern: TriplePattern,
-                   page_size: int = 1000) -> Iterator[list[Triple]]:
-        """Matching triples in pages of at most ``page_size``; ``pattern.limit`` 0 means all of them.
-
-        The pages come from one snapshot, read through a connection of the iterator's own.
-        """
-        check_names(user, collection)
-        pk = check_pattern(pattern)
-        check_page_size(page_size)
-        path = self.path(user)
-        if self._conn(user, create=False) is None:
-            return iter(())
-        return self._pages(path, collection, pk, page_size)
+    def _iter_query(self, conn: sqlite3.Connection, user: str, collection: str, pk: PatternKey,
+                    page_size: int) -> Iterator[list[Triple]]:
+        """The pages come from one snapshot, read through a connection of the iterator's own."""
+        return self._pages(self.path(user), collection, pk, page_size)
 
     def _pages(self, path: Path, collection: str, pk: PatternKey, page_size: int) -> Iterator[list[Triple]]:
         with _errors(path):
@@ -530,13 +472,7 @@ class SqliteTriplesStore:
         finally:
             conn.close()
 
-    def count(self, user: str, collection: str, pattern: TriplePattern) -> int:
-        """How many triples match ``pattern`` (its ``limit`` is ignored)."""
-        check_names(user, collection)
-        pk = check_pattern(pattern)
-        conn = self._conn(user, create=False)
-        if conn is None:
-            return 0
+    def _count(self, conn: sqlite3.Connection, user: str, collection: str, pk: PatternKey) -> int:
         with _errors(self.path(user)):
             cid = self._collection_id(conn, collection)
             if cid is None:
@@ -545,29 +481,14 @@ class SqliteTriplesStore:
             rows, params = _matching_rows("SELECT count(*)", table, where, params)
             return sum(n for n, in conn.execute(rows, params))
 
-    def list_collections(self, user: str) -> list[str]:
-        """Names of ``user``'s collections, sorted."""
-        check_names(user)
-        conn = self._conn(user, create=False)
-        if conn is None:
-            return []
+    def _list_collections(self, conn: sqlite3.Connection, user: str) -> list[str]:
         with _errors(self.path(user)):
             return [r[0] for r in conn.execute("SELECT name FROM collections ORDER BY name")]
 
     # ------------------------------------------------------------ trace index
 
-    def list_traces(self, user: str, collection: str, type: str = "", limit: int = 50,
-                    cursor: str = "") -> TracePage:
-        """Stored Questions of ``user``'s ``collection``, newest first.
-
-        :param type: ``""`` (all), ``"graphrag"``, ``"docrag"`` or ``"agent"``.
-        :param limit: page size, 1-1000 (0 = 50).
-        :param cursor: ``next_cursor`` of the previous page (``""`` = first page).
-        """
-        limit, after = check_trace_query(user, collection, type, limit, cursor)
-        conn = self._conn(user, create=False)
-        if conn is None:
-            return TracePage()
+    def _list_traces(self, conn: sqlite3.Connection, user: str, collection: str, type: str, limit: int,
+                     after: tuple[int, str] | None) -> TracePage:
         with _errors(self.path(user)):
             cid = self._collection_id(conn, collection)
             if cid is None:
@@ -587,25 +508,15 @@ class SqliteTriplesStore:
         next_cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if len(rows) > limit else ""
         return TracePage(page, next_cursor)
 
-    def get_trace(self, user: str, collection: str, question_uri: str) -> TraceSummary | None:
-        """The trace-index row of ``question_uri``, or ``None``."""
-        check_names(user, collection)
-        check_question_uri(question_uri)
-        conn = self._conn(user, create=False)
-        if conn is None:
-            return None
+    def _get_trace(self, conn: sqlite3.Connection, user: str, collection: str,
+                   question_uri: str) -> TraceSummary | None:
         with _errors(self.path(user)):
             row = conn.execute(
                 "SELECT t.uri, t.type, t.question, t.time, t.parent FROM traces AS t JOIN collections AS k "
                 "ON k.id = t.c WHERE k.name = ? AND t.uri = ?", (collection, question_uri)).fetchone()
         return TraceSummary(*row) if row else None
 
-    def remove_trace(self, user: str, collection: str, question_uri: str) -> None:
-        """Drop ``question_uri`` from the trace index (its triples stay)."""
-        check_names(user, collection)
-        check_question_uri(question_uri)
-        if self._conn(user, create=False) is None:
-            return
+    def _remove_trace(self, conn: sqlite3.Connection, user: str, collection: str, question_uri: str) -> None:
         with self._write(user) as conn:
             conn.execute("DELETE FROM traces WHERE c = (SELECT id FROM collections WHERE name = ?) AND uri = ?",
                          (collection, question_uri))

@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StoreUnavailable
-from ..names import tg_home, user_file
+from ..names import check_names, tg_home, user_file
 from ..vectors import (
-    IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id, check_names,
+    IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id,
     normalise, prepare_items, require_model,
 )
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
@@ -289,7 +289,7 @@ class SqliteVectorIndex:
         :returns: the number of distinct ids written.
         :raises ModelMismatch: the index was built with another model id or dimension.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         check_model_id(model_id)
         chosen, vectors = prepare_items(items)
         if not chosen:
@@ -336,7 +336,7 @@ class SqliteVectorIndex:
 
     def _delete_where(self, user: str, collection: str, where: str, args_of: list[tuple]) -> int:
         """Delete the rows matching ``where`` for each argument tuple; returns how many went."""
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         db = self._db(user, create=False)
         if db is None:
             return 0
@@ -397,7 +397,7 @@ class SqliteVectorIndex:
 
         :returns: how many vectors were removed.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         db = self._db(user, create=False)
         if db is None:
             return 0
@@ -433,7 +433,7 @@ class SqliteVectorIndex:
 
         :raises ModelMismatch: the index was built with another model id or dimension.
         """
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         check_model_id(model_id)
         check_limit(limit)
         query = normalise(vector, "query vector")
@@ -463,7 +463,7 @@ class SqliteVectorIndex:
 
     def index_info(self, user: str, collection: str) -> IndexInfo | None:
         """Model id, dimension and number of vectors of the collection's index, or ``None``."""
-        user, collection = check_names(user, collection)
+        check_names(user, collection)
         db = self._db(user, create=False)
         if db is None:
             return None

@@ -18,7 +18,6 @@ from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
     IRI, Term, TraceListRequest, TraceListResponse, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
 )
-from trustgraph_base.store.triples import open_triples_store
 
 from ...common.services import request_spec
 from ...common.stores import StoreBackedProcessor
@@ -42,7 +41,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
 
     def __init__(self, *, triples_store=None, **params):
         super().__init__(**params)
-        self.store = self.use_store(triples_store, open_triples_store)
+        self.store = self.use_store(triples_store, "triples")
         self.add(request_spec("triples", self.flow, self.on_query))
         self.add(request_spec("trace-list", self.flow, self.on_trace_list, name="trace-list"))
         self._lookups = STORE_LOOKUPS.labels(self.id)

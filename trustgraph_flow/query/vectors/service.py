@@ -9,7 +9,6 @@ from trustgraph_base.schema import (
     ChunkMatch, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, EntityMatch, GraphEmbeddingsRequest,
     GraphEmbeddingsResponse, iri,
 )
-from trustgraph_base.store.vectors import open_vector_index
 
 from ...common.services import request_spec
 from ...common.stores import StoreBackedProcessor
@@ -31,7 +30,7 @@ class _VectorQuery(StoreBackedProcessor, Processor):
 
     def __init__(self, *, vector_index=None, **params):
         super().__init__(**params)
-        self.index = self.use_store(vector_index, open_vector_index, kind=self.kind)
+        self.index = self.use_store(vector_index, "vectors", kind=self.kind)
         self.add(request_spec(self.service, self.flow, self.on_request))
 
     async def search(self, req):

@@ -40,7 +40,7 @@ from trustgraph_base.schema import LibrarianRequest, TraceAdminRequest, TraceAdm
 from trustgraph_base.schema.library import ANSWER
 from trustgraph_base.store.errors import NotFound
 from trustgraph_base.store.names import check_collection, check_user
-from trustgraph_base.store.triples import open_triples_store, timestamp_micros
+from trustgraph_base.store.triples import timestamp_micros
 
 from ...common.services import client_spec, request_spec
 from ...common.stores import StoreBackedProcessor
@@ -99,7 +99,7 @@ class TraceAdminService(StoreBackedProcessor, Processor):
 
     def __init__(self, *, triples_store=None, **params):
         super().__init__(**params)
-        self.store = self.use_store(triples_store, open_triples_store)
+        self.store = self.use_store(triples_store, "triples")
         self.add(request_spec("trace-admin", self.flow, self.on_request))
         self.add(client_spec("librarian", self.flow))
 

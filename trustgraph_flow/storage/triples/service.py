@@ -41,7 +41,6 @@ import os
 from trustgraph_base.processor import Processor, ProducerSpec, launch
 from trustgraph_base.provenance.triples import ends_a_trace
 from trustgraph_base.schema import IngestProgress, TraceClaimRequest, TraceClaimResponse, Triples
-from trustgraph_base.store.triples import open_triples_store
 
 from ...common.batching import Batcher
 from ...common.services import flow_spec, progress_queue, request_spec
@@ -88,7 +87,7 @@ class TriplesWriteService(StoreBackedProcessor, Processor):
         super().__init__(**params)
         if batch_concurrency < 1:
             raise ValueError("batch_concurrency must be >= 1")
-        self.store = self.use_store(triples_store, open_triples_store)
+        self.store = self.use_store(triples_store, "triples")
         self.linger_ms = float(default_linger_ms(self.backend) if linger_ms is None else linger_ms)
         handlers = max(batch_concurrency, self.concurrency)
         self._batcher = Batcher(self._insert, size=lambda m: len(m.triples), max_size=max_batch_triples,

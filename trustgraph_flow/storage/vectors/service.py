@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
 from trustgraph_base.schema import Chunk, EmbeddingsRequest, EntityContexts, IngestProgress
-from trustgraph_base.store.vectors import VectorItem, open_vector_index
+from trustgraph_base.store.vectors import VectorItem
 
 from ...common.batching import Batcher
 from ...common.services import client_spec, flow_spec, progress_queue
@@ -53,7 +53,7 @@ class _VectorWriter(StoreBackedProcessor, Processor):
             raise ValueError("batch_concurrency and max_batch_texts must be >= 1")
         self.batch_concurrency = max(batch_concurrency, self.concurrency)
         self.max_batch_texts = max_batch_texts
-        self.index = self.use_store(vector_index, open_vector_index, kind=self.kind)
+        self.index = self.use_store(vector_index, "vectors", kind=self.kind)
         self.add(client_spec("embeddings", self.flow))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
         self._batcher = Batcher(self._embed_and_store, size=lambda job: len(job.items), max_size=max_batch_texts,
