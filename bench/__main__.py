@@ -22,8 +22,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, fields
-from typing import Any, Callable
+from typing import Any
 
 from .common import Figure, Results
 from .harness import Suite

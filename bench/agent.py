@@ -19,8 +19,18 @@ import uuid
 
 from .common import Figure, Results, spread
 from .harness import (
-    bench_parser, report, run_on_suite, LLM_LATENCY_MS, LlmEndpoint, Suite, Variants, interleaved_order,
-    on_off_figures, settle, stack_settings, stream_request,
+    LLM_LATENCY_MS,
+    LlmEndpoint,
+    Suite,
+    Variants,
+    bench_parser,
+    interleaved_order,
+    on_off_figures,
+    report,
+    run_on_suite,
+    settle,
+    stack_settings,
+    stream_request,
 )
 
 PROCESSORS = ("triples-write", "prompt", "text-completion", "agent-manager-react")

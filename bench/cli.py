@@ -33,13 +33,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable
 
 from .common import Figure, Results, spread
-from .harness import bench_parser, report, run_on_suite, Suite, load_note
+from .harness import Suite, bench_parser, load_note, report, run_on_suite
 from .ingest import ensure_corpus
 
 TRACE_COLLECTION = "traces"
@@ -128,11 +128,14 @@ def trace_batches(n: int, batch: int = 2000):
     from trustgraph_base.provenance import EdgeSelection, uris
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.provenance.triples import (
-        exploration_triples, focus_triples, question_triples, synthesis_triples,
+        exploration_triples,
+        focus_triples,
+        question_triples,
+        synthesis_triples,
     )
     from trustgraph_base.schema import Triple, iri, literal
 
-    base = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    base = datetime(2025, 1, 1, tzinfo=UTC)
     ents = [iri(f"http://bench.trustgraph.ai/trace/e/{k}") for k in range(4)]
     rel = iri("http://bench.trustgraph.ai/trace/p/discovered")
     label = iri(ns.RDFS_LABEL)

@@ -17,11 +17,16 @@ import argparse
 import gc
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from trustgraph_base.codec import decode, encode
 from trustgraph_base.provenance import (
-    EdgeSelection, exploration_triples, focus_triples, question_triples, synthesis_triples, uris,
+    EdgeSelection,
+    exploration_triples,
+    focus_triples,
+    question_triples,
+    synthesis_triples,
+    uris,
 )
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.schema import GraphRagResponse, Metadata, Triple, Triples, iri, literal

@@ -17,8 +17,17 @@ import statistics
 
 from .common import Figure, Results, percentile
 from .harness import (
-    bench_parser, report, run_on_suite, LLM_LATENCY_MS, Suite, Variants, interleaved_order, on_off_figures, settle,
-    stack_settings, stream_request,
+    LLM_LATENCY_MS,
+    Suite,
+    Variants,
+    bench_parser,
+    interleaved_order,
+    on_off_figures,
+    report,
+    run_on_suite,
+    settle,
+    stack_settings,
+    stream_request,
 )
 from .ingest import ensure_corpus
 

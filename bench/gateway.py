@@ -25,8 +25,17 @@ import time
 
 from .common import Figure, Results, percentile, spread
 from .harness import (
-    QUERY_PROCESSORS, Suite, Variants, bench_parser, interleaved_order, load_note, report, run_on_suite, settle,
-    stack_settings, stream_request,
+    QUERY_PROCESSORS,
+    Suite,
+    Variants,
+    bench_parser,
+    interleaved_order,
+    load_note,
+    report,
+    run_on_suite,
+    settle,
+    stack_settings,
+    stream_request,
 )
 from .ingest import ensure_corpus
 

@@ -29,13 +29,28 @@ import asyncio
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .common import Figure, Results, percentile, spread
 from .harness import (
-    LLM_LATENCY_MS, GraphRagTarget, QueryRecord, Suite, Variants, bench_parser, close_target, dependent_rounds,
-    graph_for, interleaved_order, load_graph, load_note, on_off_figures, open_target, report, run_on_suite, settle,
+    LLM_LATENCY_MS,
+    GraphRagTarget,
+    QueryRecord,
+    Suite,
+    Variants,
+    bench_parser,
+    close_target,
+    dependent_rounds,
+    graph_for,
+    interleaved_order,
+    load_graph,
+    load_note,
+    on_off_figures,
+    open_target,
+    report,
+    run_on_suite,
+    settle,
 )
 from .synthetic import Question, SyntheticGraph
 

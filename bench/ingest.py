@@ -22,7 +22,7 @@ import statistics
 import time
 
 from .common import Figure, Results, spread
-from .harness import bench_parser, report, run_on_suite, Suite, interleaved_order, load_note, settle, stores_of
+from .harness import Suite, bench_parser, interleaved_order, load_note, report, run_on_suite, settle, stores_of
 
 CORPUS_COLLECTION = "corpus"
 

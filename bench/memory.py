@@ -32,8 +32,17 @@ import psutil
 from .cli import clean_env, command, run_command
 from .common import Figure, Results, spread
 from .harness import (
-    bench_parser, report, run_on_suite, Suite, Variants, graph_for, interleaved_order, load_graph, load_note,
-    pulsar_service_argv, stream_request,
+    Suite,
+    Variants,
+    bench_parser,
+    graph_for,
+    interleaved_order,
+    load_graph,
+    load_note,
+    pulsar_service_argv,
+    report,
+    run_on_suite,
+    stream_request,
 )
 
 MB = 1024 * 1024
@@ -81,7 +90,7 @@ class RssSampler:
         while not self._stop.wait(self.interval):
             self.sample()
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 
@@ -172,7 +181,7 @@ async def service_figures(suite: Suite, queries: int, reps: int) -> list[Figure]
             try:  # a request sent before graph-rag subscribed is dropped (non-persistent): ask again soon
                 await ask(questions[0].text, timeout=5.0)
                 break
-            except Exception:  # noqa: BLE001 - not up yet
+            except Exception:
                 if time.perf_counter() - t0 > 300:
                     raise
                 await asyncio.sleep(1)

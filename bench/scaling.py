@@ -27,7 +27,15 @@ import time
 
 from .common import Figure, Results, percentile
 from .harness import (
-    bench_parser, report, run_on_suite, Suite, close_target, interleaved_order, load_graph, load_note, open_target,
+    Suite,
+    bench_parser,
+    close_target,
+    interleaved_order,
+    load_graph,
+    load_note,
+    open_target,
+    report,
+    run_on_suite,
 )
 from .synthetic import SyntheticGraph, graph_for_triples
 

@@ -31,8 +31,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance.triples import timestamp_literal
@@ -89,7 +89,7 @@ def graph_batches(n: int, batch: int = BATCH, prefix: str = EX) -> Iterator[list
 
 def trace_batches(n: int, batch: int = 1000) -> Iterator[list[Triple]]:
     """``n`` GraphRAG Questions (type, query text, start time), inserted in shuffled time order."""
-    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
     order = list(range(n))
     random.Random(5).shuffle(order)
     kind, query, started = iri(ns.TG_GRAPH_RAG_QUESTION), iri(ns.TG_QUERY), iri(ns.PROV_STARTED_AT_TIME)

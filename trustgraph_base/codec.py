@@ -21,7 +21,8 @@ import base64
 import dataclasses
 import types
 import typing
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 
@@ -38,7 +39,7 @@ class CodecError(ValueError):
         self.reason = message
         super().__init__(f"{path}: {message}" if path else message)
 
-    def within(self, prefix: str) -> "CodecError":
+    def within(self, prefix: str) -> CodecError:
         """Return the same error with ``prefix`` put in front of its path."""
         if not self.path:
             path = prefix

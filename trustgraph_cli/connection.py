@@ -70,7 +70,7 @@ class Connection:
         self._cancelled_on_failure = False
 
     @classmethod
-    def attach(cls, stack, timeout: float = 120.0) -> "Connection":
+    def attach(cls, stack, timeout: float = 120.0) -> Connection:
         """A connection to an already running stack (tests, benchmarks); leaving it does not stop the stack."""
         conn = cls(None, None, (), timeout, stack.flow)
         conn.backend = stack.backend
@@ -81,7 +81,7 @@ class Connection:
     def embedded(self) -> bool:
         return self.pulsar_url is None
 
-    async def __aenter__(self) -> "Connection":
+    async def __aenter__(self) -> Connection:
         if self._attached is not None:
             self._watch(self._attached)  # a store failure ends the caller's wait here too
             return self

@@ -11,8 +11,17 @@ from trustgraph_base.provenance.uris import check_question_uri, parse_trace_uri
 from trustgraph_base.store.triples import MAX_TRACE_LIMIT
 
 from .common import (
-    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, out, out_document, out_json,
-    quiet_logging, run_async,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    TgCommand,
+    check_names,
+    connection_options,
+    out,
+    out_document,
+    out_json,
+    quiet_logging,
+    run_async,
 )
 from .terminal_text import printable, quoted
 

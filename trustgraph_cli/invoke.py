@@ -27,8 +27,18 @@ import uuid
 import click
 
 from .common import (
-    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, end_line, err_line, out, out_text,
-    quiet_logging, run_async,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    TgCommand,
+    check_names,
+    connection_options,
+    end_line,
+    err_line,
+    out,
+    out_text,
+    quiet_logging,
+    run_async,
 )
 
 #: What every query command uses besides its service: the triples, for the labels and sources of ``-x``.

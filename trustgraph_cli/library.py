@@ -13,7 +13,15 @@ import time
 import click
 
 from .common import (
-    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, out, out_json, quiet_logging,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    TgCommand,
+    check_names,
+    connection_options,
+    out,
+    out_json,
+    quiet_logging,
     run_async,
 )
 
@@ -49,8 +57,8 @@ async def document_tree(conn, user: str, collection: str, document_id: str, *, s
     ``tg-show-document-hierarchy --format json``."""
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.provenance import uris
-    from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
     from trustgraph_base.rdf.labels import term_label
+    from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
 
     from .traces import LabelCache, iris_in_terms, query
 

@@ -18,8 +18,18 @@ from pathlib import Path
 import click
 
 from .common import (
-    CliError, EXIT_FAILED, EXIT_USAGE, TgCommand, check_names, connection_options, err_line, error_line, exit_code_for,
-    out, quiet_logging, run_async,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    TgCommand,
+    check_names,
+    connection_options,
+    err_line,
+    error_line,
+    exit_code_for,
+    out,
+    quiet_logging,
+    run_async,
 )
 from .terminal_text import clip, is_utf8, printable, quoted
 
@@ -220,7 +230,12 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     from trustgraph_base.codec import encode
     from trustgraph_base.provenance.triples import validate_iri
     from trustgraph_flow.ingest.decoding import (
-        DEFAULT_MAX, TEXT_KINDS, DecodeError, EmptyDocument, InvalidEncoding, decode_document,
+        DEFAULT_MAX,
+        TEXT_KINDS,
+        DecodeError,
+        EmptyDocument,
+        InvalidEncoding,
+        decode_document,
     )
     from trustgraph_flow.ingest.detection import detect
 
@@ -470,7 +485,7 @@ async def quickstart(question, reload, user, collection, target):
     from trustgraph_base.schema import GraphRagQuery, LibrarianRequest
     from trustgraph_flow.ingest.sample_corpus import QUICKSTART_QUESTION, sample_documents
 
-    from .invoke import ExplainPrinter, QUERY_USES, stream_rag
+    from .invoke import QUERY_USES, ExplainPrinter, stream_rag
 
     check_names(user, collection)
     quiet_logging()

@@ -22,8 +22,8 @@ the first message is sent: a refused file stores nothing.  The limits, and where
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from trustgraph_base.codec import encode
 from trustgraph_base.provenance import namespaces as ns

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance.uris import final_stage_uris

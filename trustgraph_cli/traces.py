@@ -9,13 +9,14 @@ every URI is looked up once.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import IRI, LITERAL, TRIPLE, Term, Triple, TriplePattern, TriplesQueryRequest
 
 from .connection import Connection
+
 
 async def query(conn: Connection, user: str, collection: str, patterns: list[TriplePattern], **kw) -> list[Triple]:
     if not patterns:

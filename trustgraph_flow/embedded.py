@@ -17,9 +17,10 @@ and the stack's watchers (:meth:`EmbeddedStack.watch`, the CLI's connection) rai
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trustgraph_base.processor import Processor
 from trustgraph_base.pubsub import open_backend

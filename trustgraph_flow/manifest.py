@@ -34,8 +34,8 @@ and README's distributed set-up too).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 __all__ = ["ProcessorEntry", "PROCESSORS", "STORES", "FLOW_NAMES", "closure", "entry", "store_kind",
            "processor_class", "group_main"]

@@ -10,15 +10,35 @@ benchmark modules use.
 from __future__ import annotations
 
 from .deployment import (
-    CONCURRENCY, STORE_SERVICES, Deployment, Servers, ServiceProcesses, pulsar_service_argv, settle, stores_of,
+    CONCURRENCY,
+    STORE_SERVICES,
+    Deployment,
+    Servers,
+    ServiceProcesses,
+    pulsar_service_argv,
+    settle,
+    stores_of,
 )
 from .graph_target import (
-    OWN_PROCESSES, QUERY_PROCESSORS, GraphRagTarget, close_target, graph_for, load_graph, open_target,
+    OWN_PROCESSES,
+    QUERY_PROCESSORS,
+    GraphRagTarget,
+    close_target,
+    graph_for,
+    load_graph,
+    open_target,
 )
 from .interleaving import Variants, interleaved_order, on_off_figures
 from .llm import LLM_LATENCY_MS, LlmEndpoint, shared_embedder, stack_settings
 from .recording import (
-    Answer, Call, CountingStore, ProcessLookups, QueryRecord, RecordingPorts, dependent_rounds, stream_request,
+    Answer,
+    Call,
+    CountingStore,
+    ProcessLookups,
+    QueryRecord,
+    RecordingPorts,
+    dependent_rounds,
+    stream_request,
 )
 from .suite import Suite, bench_parser, load_note, report, run_on_suite
 

@@ -17,9 +17,10 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from trustgraph_flow.manifest import PROCESSORS
 
@@ -39,7 +40,7 @@ class Servers:
     cassandra_port: int = 9042
 
     @classmethod
-    def from_env(cls) -> "Servers":
+    def from_env(cls) -> Servers:
         return cls(os.environ.get("PULSAR_URL") or None, os.environ.get("PULSAR_ADMIN_URL", ""),
                    os.environ.get("CASSANDRA_HOST") or None, int(os.environ.get("CASSANDRA_PORT", "9042")))
 

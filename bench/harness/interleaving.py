@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..common import Figure, spread
 from .suite import load_note

@@ -64,7 +64,7 @@ class LlmEndpoint:
         if self._script_file:
             os.unlink(self._script_file)
 
-    def __enter__(self) -> "LlmEndpoint":
+    def __enter__(self) -> LlmEndpoint:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .deployment import ServiceProcesses
 

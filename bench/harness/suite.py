@@ -69,7 +69,7 @@ class Suite:
             d.close()
         self.deployments.clear()
 
-    def __enter__(self) -> "Suite":
+    def __enter__(self) -> Suite:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -26,10 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from e2e_support import (
-    AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, GROUPS, SINGLE, CliResult, ServiceProcess, base_env,
-    group_config, run_cli, script, wait_ready,
+    AGENT_QUESTION,
+    DOC_QUESTION,
+    GRAPH_QUESTION,
+    GROUPS,
+    SINGLE,
+    CliResult,
+    ServiceProcess,
+    base_env,
+    group_config,
+    run_cli,
+    script,
+    wait_ready,
 )
 
 DEPLOYMENTS = [

@@ -13,10 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 from trustgraph_flow.manifest import PROCESSORS
 

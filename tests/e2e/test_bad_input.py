@@ -16,10 +16,17 @@ import urllib.request
 import uuid
 
 import pytest
-
 from e2e_support import (
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, assert_clean_failure, base_env, processes_in_group,
-    run_cli, running_llm_server, script,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    assert_clean_failure,
+    base_env,
+    processes_in_group,
+    run_cli,
+    running_llm_server,
+    script,
 )
 
 pytestmark = pytest.mark.e2e

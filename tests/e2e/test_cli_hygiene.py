@@ -21,9 +21,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from e2e_support import (
-    EXIT_FAILED, EXIT_USAGE, CliResult, assert_clean_failure, base_env, parse_explain, processes_in_group, run_cli,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliResult,
+    assert_clean_failure,
+    base_env,
+    parse_explain,
+    processes_in_group,
+    run_cli,
     script,
 )
 
@@ -372,7 +378,7 @@ def test_text_in_another_encoding_names_the_encoding_option(deployment, tmp_path
     latin = tmp_path / "latin.txt"
     latin.write_bytes("Amélie Roux invented the crème pump.\n".encode("latin-1"))
     damaged = tmp_path / "damaged.txt"
-    damaged.write_bytes("Zoë Hart found the comet.\n".encode("utf-8") + "Amélie Roux invented the crème pump.\n"
+    damaged.write_bytes("Zoë Hart found the comet.\n".encode() + "Amélie Roux invented the crème pump.\n"
                         .encode("latin-1"))
     r = d.run("tg-load-document", "-C", collection, str(damaged), timeout=120)
     assert_clean_failure(r, EXIT_USAGE, contains="not valid UTF-8")

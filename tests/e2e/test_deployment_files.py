@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from e2e_support import BIN, base_env, script
+
 from trustgraph_flow.manifest import PROCESSORS
 
 pytestmark = pytest.mark.e2e

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from e2e_support import AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, focus_edges, parse_explain
 
 pytestmark = pytest.mark.e2e

@@ -8,9 +8,8 @@ import json
 import re
 import uuid
 
-import pytest
-
 import document_samples as samples
+import pytest
 from e2e_support import EXIT_FAILED, EXIT_USAGE, assert_clean_failure, focus_edges, parse_explain
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,6 @@ import re
 import uuid
 
 import pytest
-
 from e2e_support import focus_edges, parse_explain
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from e2e_support import focus_edges, parse_explain, running_llm_server
 
 pytestmark = pytest.mark.e2e

@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from e2e_support import ServiceProcess, base_env, run_cli, running_llm_server, script, wait_ready
+
 from trustgraph_flow.manifest import PROCESSORS
 
 pytestmark = pytest.mark.e2e

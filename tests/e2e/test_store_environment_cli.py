@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_support import GRAPH_QUESTION, base_env, processes_in_group, run_cli, script
 from storage_faults import FULL_ENV, fill, sitecustomize_dir, tmpfs
 

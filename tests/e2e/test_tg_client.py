@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from e2e_support import AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, CliResult, base_env, kill_group, script
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,6 @@ import json
 import uuid
 
 import pytest
-
 from e2e_support import GRAPH_QUESTION, parse_explain
 
 pytestmark = pytest.mark.e2e

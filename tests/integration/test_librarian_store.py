@@ -20,7 +20,11 @@ from trustgraph_base.schema import DocumentMetadata
 from trustgraph_base.schema.primitives import Triple, iri, literal
 from trustgraph_base.store.errors import InvalidQuery, NotFound, StoreError
 from trustgraph_base.store.librarian import (
-    DEFAULT_PART_SIZE, ContentCorrupt, DocumentExists, LibrarianStore, open_librarian_store,
+    DEFAULT_PART_SIZE,
+    ContentCorrupt,
+    DocumentExists,
+    LibrarianStore,
+    open_librarian_store,
 )
 from trustgraph_base.store.names import storage_name, user_file
 
@@ -422,7 +426,7 @@ def test_document_types_are_checked(lib):
 def test_answers_are_stored_as_document_type_answer(lib):
     user = lib.user()
     answer_id = "urn:trustgraph:answer:7b4f0c1e-8d1c-4a53-9f1a-2f6f3d0f2a10"
-    text = "Cats are mammals.".encode()
+    text = b"Cats are mammals."
     stored = lib.store.add_document(user, COLL, meta(answer_id, document_type="answer", title="GraphRAG Answer: cats?"),
                                     text)
     assert stored.document_type == "answer"

@@ -14,7 +14,10 @@ import pytest
 
 from trustgraph_base.codec import decode, encode
 from trustgraph_base.processor import (
-    ConsumerSpec, Processor, RequestResponseClient, RequestTimeout,
+    ConsumerSpec,
+    Processor,
+    RequestResponseClient,
+    RequestTimeout,
 )
 from trustgraph_base.pubsub import dead_letter_queue, flow_queue, open_backend, request_queue, response_queue
 from trustgraph_base.schema import Error
@@ -294,6 +297,7 @@ async def test_clients_do_not_leak_subscriptions(backend, flow_name):
         import json
         import urllib.error
         import urllib.request
+
         from trustgraph_base.pubsub import pulsar_topic
         for q in reply_queues:
             topic = pulsar_topic(q).replace("non-persistent://", "")

@@ -863,8 +863,8 @@ def test_cassandra_reads_patterns_of_one_shape_in_one_request(cassandra_service,
 def test_cassandra_groups_writes_and_reads_by_replica_set_on_a_multi_node_ring(cassandra_service, _keyspaces_to_drop):
     """The one-node fast path aside: with partitions spread over two replica sets (as on a ring
     of nodes), every batch and every multi-partition read stays within one set, routed to it."""
-    from trustgraph_base.store.cassandra.connection import CassandraConfig
     from trustgraph_base.store.cassandra import triples as cassandra_triples
+    from trustgraph_base.store.cassandra.connection import CassandraConfig
 
     store = open_triples_store("cassandra", config=CassandraConfig(hosts=(cassandra_service.host,),
                                                                      port=cassandra_service.port))

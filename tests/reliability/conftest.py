@@ -19,7 +19,6 @@ import asyncio
 import os
 
 import pytest
-
 from fault_servers import ServerPair, ServersUnavailable, missing_prerequisites
 from fault_stack import FaultStack, start_llm
 

@@ -136,7 +136,7 @@ class ServerPair:
         return r.stdout + r.stderr
 
     @classmethod
-    def create(cls, root: Path) -> "ServerPair":
+    def create(cls, root: Path) -> ServerPair:
         """A pair under ``root`` whose server folders link to the shared cache (no download)."""
         problem = missing_prerequisites()
         if problem:

@@ -21,7 +21,6 @@ import time
 import uuid
 
 import pytest
-
 from trace_audit import FAULT_MATRIX, QueryStream, audit, stored_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

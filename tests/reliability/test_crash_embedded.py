@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from trace_audit import load_trace
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(600)]

@@ -17,11 +17,11 @@ import re
 
 import orjson
 import pytest
+from fuzz_inputs import ATTACKS, JSON, NAME_ATTACKS, count, hostile
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import trustgraph_base.schema as schema_pkg
-from fuzz_inputs import ATTACKS, JSON, NAME_ATTACKS, count, hostile
 from trustgraph_base.codec import CodecError, decode, encode
 
 pytestmark = pytest.mark.unit

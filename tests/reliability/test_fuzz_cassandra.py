@@ -9,10 +9,9 @@ keyspaces, and the owner's data, are read before and after.
 from __future__ import annotations
 
 import pytest
+from fuzz_inputs import NAME_ATTACKS, count
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from fuzz_inputs import NAME_ATTACKS, count
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -97,7 +96,12 @@ def test_service_requests_with_hostile_names_are_refused(stores, fault_stack, us
 
     from trustgraph_base.processor import ServiceError
     from trustgraph_base.schema import (
-        GraphEmbeddingsRequest, GraphRagQuery, LibrarianRequest, TraceAdminRequest, TraceListRequest, TriplePattern,
+        GraphEmbeddingsRequest,
+        GraphRagQuery,
+        LibrarianRequest,
+        TraceAdminRequest,
+        TraceListRequest,
+        TriplePattern,
         TriplesQueryRequest,
     )
     from trustgraph_cli.connection import Connection

@@ -24,11 +24,10 @@ import time
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from forged_traces import Forgery, Targets, forgeries
 from fuzz_inputs import count
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tenants import Deployment, cli_env, distributed
 
 pytestmark = pytest.mark.timeout(1800)
@@ -168,7 +167,11 @@ def genuine_trace(r: Retention) -> tuple[str, object, list]:
     from trustgraph_base.provenance import uris
     from trustgraph_base.provenance.answers import answer_marker
     from trustgraph_base.provenance.triples import (
-        EdgeSelection, exploration_triples, focus_triples, question_triples, synthesis_triples,
+        EdgeSelection,
+        exploration_triples,
+        focus_triples,
+        question_triples,
+        synthesis_triples,
     )
     from trustgraph_base.schema import DocumentMetadata, Triple, iri
 

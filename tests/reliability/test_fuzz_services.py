@@ -30,10 +30,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from fuzz_inputs import ATTACKS, JSON, NAME_ATTACKS, TERMS, count, request_of
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
-
-from fuzz_inputs import ATTACKS, JSON, NAME_ATTACKS, TERMS, count, request_of
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(900)]
 
@@ -561,7 +560,11 @@ def test_oversized_payloads_are_refused_clearly(fuzz_stack):
     count("oversized payloads")
     from trustgraph_base.codec import encode
     from trustgraph_base.schema import (
-        AgentRequest, DocumentRagQuery, GraphRagQuery, TriplePattern, TriplesQueryRequest,
+        AgentRequest,
+        DocumentRagQuery,
+        GraphRagQuery,
+        TriplePattern,
+        TriplesQueryRequest,
     )
     from trustgraph_flow.common.query_session import MAX_QUERY_CHARS
 
@@ -621,7 +624,11 @@ def test_services_still_answer_after_the_fuzzing(fuzz_stack):
     """The probe after the storm: every service that was fuzzed answers a plain request."""
     from trustgraph_base.codec import encode
     from trustgraph_base.schema import (
-        EmbeddingsRequest, GraphRagQuery, LibrarianRequest, TraceListRequest, TriplesQueryRequest,
+        EmbeddingsRequest,
+        GraphRagQuery,
+        LibrarianRequest,
+        TraceListRequest,
+        TriplesQueryRequest,
     )
 
     fuzz_stack.llm.holder["script"] = lambda t, terms, m: "From the graph: Marie Curie discovered polonium."

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
 from storage_faults import tmpfs
 from trace_audit import QueryRecord, ask, key, load_trace
+
 from trustgraph_base.provenance import uris
 from trustgraph_base.pubsub import ReceiveTimeout, dead_letter_queue, flow_queue
 from trustgraph_base.store.errors import StoreEnvironmentError

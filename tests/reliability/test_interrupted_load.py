@@ -12,9 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import document_samples as samples
+import pytest
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(900)]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from tenants import Deployment, distributed, embedded, intruders
 
 pytestmark = pytest.mark.timeout(900)
@@ -95,8 +94,15 @@ async def test_service_requests_of_intruders_find_nothing(owned):
     from trustgraph_base.processor import ServiceError
     from trustgraph_base.provenance.walk import collect_trace
     from trustgraph_base.schema import (
-        DocumentEmbeddingsRequest, EmbeddingsRequest, GraphEmbeddingsRequest, LibrarianRequest, TraceAdminRequest,
-        TraceListRequest, TriplePattern, TriplesQueryRequest, iri,
+        DocumentEmbeddingsRequest,
+        EmbeddingsRequest,
+        GraphEmbeddingsRequest,
+        LibrarianRequest,
+        TraceAdminRequest,
+        TraceListRequest,
+        TriplePattern,
+        TriplesQueryRequest,
+        iri,
     )
 
     d, traces = owned

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from trace_audit import FAULT_MATRIX
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -14,10 +14,9 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
 from tenants import BIN, Deployment, distributed, embedded
 
 pytestmark = pytest.mark.timeout(900)
@@ -154,7 +153,7 @@ def test_prune_removes_older_traces_only(deployment, tmp_path):
            for q in ("Who wrote the first program?", "Who worked with Charles Babbage?")]
     wait_complete(d, coll, old)
     time.sleep(3)
-    middle = datetime.now(timezone.utc)
+    middle = datetime.now(UTC)
     time.sleep(3)
     new = d.ok("tg-invoke-graph-rag", "-x", "-q", "Who is Ada Lovelace?", collection=coll).question_uri
     wait_complete(d, coll, [new])
@@ -163,7 +162,7 @@ def test_prune_removes_older_traces_only(deployment, tmp_path):
     before = snapshot(d, coll)
     assert set(old) | {new} == before.traces
     doomed = [trace_quads(d, coll, uri) for uri in old]
-    older = f"{(datetime.now(timezone.utc) - middle).total_seconds():.1f}s"
+    older = f"{(datetime.now(UTC) - middle).total_seconds():.1f}s"
     dry = d.ok("tg-prune-explain-traces", "--older-than", older, "--dry-run", collection=coll)
     assert snapshot(d, coll) == before
     done = d.ok("tg-prune-explain-traces", "--older-than", older, collection=coll)
@@ -293,6 +292,7 @@ def test_a_prune_racing_a_running_query_leaves_its_trace_whole(deployment, tmp_p
     import subprocess
 
     from fault_stack import start_llm
+
     from trustgraph_base.provenance import uris
 
     d = deployment

@@ -15,10 +15,9 @@ import asyncio
 import uuid
 
 import pytest
+from fuzz_inputs import count
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-from fuzz_inputs import count
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -37,8 +37,9 @@ import asyncio
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris

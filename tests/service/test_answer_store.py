@@ -17,6 +17,7 @@ import time
 import uuid
 
 import pytest
+from test_graph_rag_service import polonium_script, stored_trace
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
@@ -26,8 +27,6 @@ from trustgraph_base.schema import DocumentMetadata, GraphRagQuery, StoredAnswer
 from trustgraph_base.schema.library import ANSWER, SOURCE
 from trustgraph_base.store.errors import NotFound, StoreUnavailable
 from trustgraph_flow.embedded import QUERY_STACK
-
-from test_graph_rag_service import polonium_script, stored_trace
 
 pytestmark = pytest.mark.timeout(600)
 

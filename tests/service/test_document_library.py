@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 import document_samples as samples
+import pytest
 from store_snapshot import difference, snapshot
+
 from trustgraph_base.processor import ServiceError
 from trustgraph_base.schema import LibrarianRequest
 from trustgraph_flow.embedded import INGEST

@@ -16,8 +16,8 @@ import uuid
 
 import aiohttp
 import pytest
-
 from gateway_client import Gateway, b64, eventually
+
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_flow.embedded import ALL, STORAGE, start_embedded
 from trustgraph_flow.gateway.auth import Auth

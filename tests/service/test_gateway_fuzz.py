@@ -54,7 +54,7 @@ class GatewayThread:
         await self.gateway.stop()
         await self.stack.stop()
 
-    def start(self) -> "GatewayThread":
+    def start(self) -> GatewayThread:
         self.thread.start()
         self.run(self._start())
         return self

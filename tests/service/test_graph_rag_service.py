@@ -16,9 +16,8 @@ from trustgraph_base.provenance.walk import collect_trace
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.rdf.validation import validate_trace
 from trustgraph_base.schema import GraphRagQuery, TriplePattern
-from trustgraph_flow.retrieval.graph_rag.rag import NO_KNOWLEDGE_ANSWER, NO_SELECTION_ANSWER
-
 from trustgraph_flow.embedded import QUERY_STACK
+from trustgraph_flow.retrieval.graph_rag.rag import NO_KNOWLEDGE_ANSWER, NO_SELECTION_ANSWER
 
 pytestmark = pytest.mark.timeout(600)
 

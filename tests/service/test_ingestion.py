@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
+from trustgraph_base.processor import ServiceError
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
 from trustgraph_base.schema import IRI, TRIPLE, DocumentMetadata, LibrarianRequest, Term, TriplePattern
-from trustgraph_base.processor import ServiceError
 from trustgraph_flow.embedded import INGEST
 
 pytestmark = pytest.mark.timeout(600)
@@ -116,7 +116,7 @@ async def test_every_edge_resolves_to_chunk_page_document(deployment):
 @pytest.mark.parametrize("name,kind,content,reason", [
     ("empty.txt", "text/plain", b"", "empty"),
     ("noise.txt", "text/plain", bytes(range(256)) * 40, "binary"),
-    ("damaged.txt", "text/plain", "café crème".encode("utf-8") + b" \xff\xfe", "UTF-8"),
+    ("damaged.txt", "text/plain", "café crème".encode() + b" \xff\xfe", "UTF-8"),
     ("broken.pdf", "application/pdf", b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog", "PDF"),
     ("thing.xyz", "application/x-unknown", b"hello", "kind"),
     ("image.txt", "", b"\x89PNG\r\n\x1a\n" + bytes(64), "PNG image"),

@@ -18,8 +18,11 @@ import pytest
 from trustgraph_base.processor import RequestResponseClient
 from trustgraph_base.pubsub import BackendUnavailable, open_backend, request_queue, response_queue
 from trustgraph_base.schema import (
-    EmbeddingsRequest, PromptRequest, TextCompletionRequest,
-    TriplesQueryRequest, TriplesQueryResponse,
+    EmbeddingsRequest,
+    PromptRequest,
+    TextCompletionRequest,
+    TriplesQueryRequest,
+    TriplesQueryResponse,
 )
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(300)]

@@ -15,8 +15,8 @@ import time
 import uuid
 
 import pytest
-
 from storage_faults import fill, sqlite_full, tmpfs
+
 from trustgraph_base.codec import encode
 from trustgraph_base.processor import RequestResponseClient
 from trustgraph_base.pubsub import ReceiveTimeout, dead_letter_queue, flow_queue, open_backend

@@ -24,25 +24,34 @@ import time
 import uuid
 
 import pytest
+from test_answer_store import stores, until
+from test_graph_rag_service import polonium_script
 
 from trustgraph_base.processor import ServiceError
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.answers import marked_stages
 from trustgraph_base.provenance.triples import (
-    EdgeSelection, exploration_triples, focus_triples, question_triples, synthesis_triples,
+    EdgeSelection,
+    exploration_triples,
+    focus_triples,
+    question_triples,
+    synthesis_triples,
 )
 from trustgraph_base.provenance.walk import collect_trace
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
-    DocumentMetadata, GraphRagQuery, TraceAdminRequest, Triple, TriplePattern, iri, literal,
+    DocumentMetadata,
+    GraphRagQuery,
+    TraceAdminRequest,
+    Triple,
+    TriplePattern,
+    iri,
+    literal,
 )
 from trustgraph_base.schema.library import ANSWER, SOURCE
 from trustgraph_base.store.errors import NotFound
 from trustgraph_flow.embedded import INGEST, QUERY_STACK
-
-from test_answer_store import stores, until
-from test_graph_rag_service import polonium_script
 
 pytestmark = pytest.mark.timeout(900)
 

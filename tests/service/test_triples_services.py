@@ -10,14 +10,21 @@ import uuid
 import pytest
 
 from trustgraph_base.codec import encode
+from trustgraph_base.processor import ServiceError
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import exploration_triples, question_triples, synthesis_triples
 from trustgraph_base.pubsub import dead_letter_queue, flow_queue
 from trustgraph_base.schema import (
-    Metadata, TraceListRequest, TriplePattern, Triple, Triples, TriplesQueryRequest, iri, literal,
+    Metadata,
+    TraceListRequest,
+    Triple,
+    TriplePattern,
+    Triples,
+    TriplesQueryRequest,
+    iri,
+    literal,
 )
-from trustgraph_base.processor import ServiceError
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,12 +16,12 @@ import pytest
 # however pytest was started (``python -m pytest`` adds the working directory, ``pytest`` does not).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.__main__ import BENCHMARKS, main, results_from_json  # noqa: E402
-from bench.common import Figure, Results  # noqa: E402
-from bench.harness import Call, Variants, dependent_rounds, interleaved_order  # noqa: E402
-from bench.synthetic import SyntheticGraph, graph_for_triples  # noqa: E402
-from trustgraph_base.provenance import namespaces as ns  # noqa: E402
-from trustgraph_base.rdf.terms import serialize_term  # noqa: E402
+from bench.__main__ import BENCHMARKS, main, results_from_json
+from bench.common import Figure, Results
+from bench.harness import Call, Variants, dependent_rounds, interleaved_order
+from bench.synthetic import SyntheticGraph, graph_for_triples
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.rdf.terms import serialize_term
 
 pytestmark = pytest.mark.unit
 

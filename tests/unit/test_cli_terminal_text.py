@@ -6,7 +6,8 @@ import json
 import unicodedata
 
 import pytest
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from trustgraph_base.rdf.export import parse, serialize
 from trustgraph_base.schema import Triple, iri, literal

@@ -11,13 +11,26 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import trustgraph_base.schema as schema_pkg
 from trustgraph_base.codec import CodecError, decode, encode, from_json, to_json
 from trustgraph_base.schema import (
-    TERM_TYPES, AgentRequest, AgentStep, EmbeddingsResponse, GraphRagQuery, GraphRagResponse, LibrarianRequest,
-    Term, TextCompletionRequest, Triple, Triples, iri, literal, triple_term,
+    TERM_TYPES,
+    AgentRequest,
+    AgentStep,
+    EmbeddingsResponse,
+    GraphRagQuery,
+    GraphRagResponse,
+    LibrarianRequest,
+    Term,
+    TextCompletionRequest,
+    Triple,
+    Triples,
+    iri,
+    literal,
+    triple_term,
 )
 
 pytestmark = pytest.mark.unit

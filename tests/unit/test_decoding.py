@@ -12,8 +12,19 @@ from fpdf import FPDF
 
 from trustgraph_flow.ingest import decoding
 from trustgraph_flow.ingest.decoding import (
-    DEFAULT_MAX, BinaryContent, BrokenPdf, DecodedPage, DecodeError, DocumentTooLarge, EmptyDocument,
-    EncryptedPdf, InvalidEncoding, UnknownKind, decode_document, detect_kind, normalize_kind,
+    DEFAULT_MAX,
+    BinaryContent,
+    BrokenPdf,
+    DecodedPage,
+    DecodeError,
+    DocumentTooLarge,
+    EmptyDocument,
+    EncryptedPdf,
+    InvalidEncoding,
+    UnknownKind,
+    decode_document,
+    detect_kind,
+    normalize_kind,
 )
 
 pytestmark = pytest.mark.unit
@@ -156,7 +167,7 @@ def test_pdf_sent_as_text_is_refused():
 
 
 def test_invalid_utf8_names_the_byte_offset():
-    content = "Curie é".encode("utf-8") + b" and \xff broken"
+    content = "Curie é".encode() + b" and \xff broken"
     with pytest.raises(InvalidEncoding) as info:
         decode_document(content, "text/plain", "bad.txt")
     offset = content.index(b"\xff")

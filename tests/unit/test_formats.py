@@ -9,12 +9,26 @@ from __future__ import annotations
 import io
 import zipfile
 
+import document_samples as samples
 import pytest
 
-import document_samples as samples
 from trustgraph_flow.ingest.decoding import (
-    DOCX, EPUB, PPTX, TEXT_CSV, TEXT_HTML, TEXT_MARKDOWN, TEXT_PLAIN, TEXT_TSV, XLSX, BrokenDocument, EmptyDocument,
-    InvalidEncoding, UnknownKind, decode_document, detect_kind, normalize_kind,
+    DOCX,
+    EPUB,
+    PPTX,
+    TEXT_CSV,
+    TEXT_HTML,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    TEXT_TSV,
+    XLSX,
+    BrokenDocument,
+    EmptyDocument,
+    InvalidEncoding,
+    UnknownKind,
+    decode_document,
+    detect_kind,
+    normalize_kind,
 )
 from trustgraph_flow.ingest.detection import detect
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from trustgraph_flow.gateway.auth import (
-    AccessDenied, Auth, AuthConfigError, bearer_token, check_bind, load_tokens, make_auth,
+    AccessDenied,
+    Auth,
+    AuthConfigError,
+    bearer_token,
+    check_bind,
+    load_tokens,
+    make_auth,
 )
 from trustgraph_flow.gateway.limits import Limits
 from trustgraph_flow.gateway.wire import GatewayRequestError

@@ -15,13 +15,30 @@ from pathlib import Path
 import pytest
 
 from trustgraph_base.schema import (
-    AgentRequest, AgentResponse, DocumentRagQuery, GraphRagQuery, GraphRagResponse, Source, Term, Triple,
-    TriplesQueryRequest, TriplesQueryResponse, iri, literal, triple_term,
+    AgentRequest,
+    AgentResponse,
+    DocumentRagQuery,
+    GraphRagQuery,
+    GraphRagResponse,
+    Source,
+    Term,
+    Triple,
+    TriplesQueryRequest,
+    TriplesQueryResponse,
+    iri,
+    literal,
+    triple_term,
 )
 from trustgraph_flow.gateway.library import content_of, metadata_from_wire, metadata_to_wire
 from trustgraph_flow.gateway.terms import MAX_TERM_DEPTH, quad_from_wire, quad_to_wire, term_from_wire, term_to_wire
 from trustgraph_flow.gateway.translate import (
-    agent_response, flow_request, graph_of, is_complete, rag_response, response_error, triples_response,
+    agent_response,
+    flow_request,
+    graph_of,
+    is_complete,
+    rag_response,
+    response_error,
+    triples_response,
 )
 from trustgraph_flow.gateway.wire import GatewayRequestError
 

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from trustgraph_base.schema.primitives import Triple, iri
-from trustgraph_base.store.gc_pause import gc_paused
 from trustgraph_base.store import triples as store_triples
+from trustgraph_base.store.gc_pause import gc_paused
 from trustgraph_base.store.sqlite.triples import SqliteTriplesStore
 
 

@@ -6,10 +6,10 @@ import pytest
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
-from trustgraph_base.provenance.triples import chunk_triples, document_triples, edge_id, page_triples, subgraph_triples
-from trustgraph_base.schema import IRI, LITERAL, Term, Triple, iri, literal
 from trustgraph_base.provenance.sources import build_source_chains, source_documents, source_patterns
+from trustgraph_base.provenance.triples import chunk_triples, document_triples, edge_id, page_triples, subgraph_triples
 from trustgraph_base.rdf.labels import fallback_label
+from trustgraph_base.schema import IRI, LITERAL, Term, Triple, iri, literal
 from trustgraph_flow.retrieval.graph_rag.labels import get_labelgraph
 from trustgraph_flow.retrieval.graph_rag.selection import resolve_selection
 from trustgraph_flow.retrieval.graph_rag.subgraph import Subgraph, exploration_patterns, label_patterns

@@ -17,7 +17,13 @@ from trustgraph_base.provenance.uris import entity_uri
 from trustgraph_base.schema import IRI, LITERAL, EntityContext
 from trustgraph_flow.ingest import chunk_text, decode_document
 from trustgraph_flow.ingest.extraction import (
-    COMPONENT_NAME, MODEL_ID, Definition, Extraction, Relationship, extract, extraction_to_triples,
+    COMPONENT_NAME,
+    MODEL_ID,
+    Definition,
+    Extraction,
+    Relationship,
+    extract,
+    extraction_to_triples,
     parse_llm_extraction,
 )
 from trustgraph_flow.ingest.extraction.triples import XSD_GYEAR, literal_object

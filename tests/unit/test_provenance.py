@@ -7,19 +7,37 @@ import inspect
 import json
 import re
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from trustgraph_base.provenance import (
-    TG, EdgeSelection, activity_triples, agent_final_triples, agent_iteration_triples, agent_session_triples,
-    chunk_triples, docrag_exploration_triples, docrag_question_triples, docrag_synthesis_triples,
-    document_triples, edge_id, error_triples, exploration_triples, focus_triples, in_graph, page_triples,
-    question_triples, subgraph_triples, synthesis_triples, timestamp_literal, vocabulary_labels,
+    TG,
+    EdgeSelection,
+    activity_triples,
+    agent_final_triples,
+    agent_iteration_triples,
+    agent_session_triples,
+    chunk_triples,
+    docrag_exploration_triples,
+    docrag_question_triples,
+    docrag_synthesis_triples,
+    document_triples,
+    edge_id,
+    error_triples,
+    exploration_triples,
+    focus_triples,
+    in_graph,
+    page_triples,
+    question_triples,
+    subgraph_triples,
+    synthesis_triples,
+    timestamp_literal,
+    uris,
+    vocabulary_labels,
     vocabulary_triples,
 )
 from trustgraph_base.provenance import namespaces as ns
-from trustgraph_base.provenance import uris
 from trustgraph_base.rdf.terms import MAX_LITERAL_LENGTH, MAX_TRIPLE_DEPTH, TermError, validate_triple
 from trustgraph_base.schema import IRI, LITERAL, TRIPLE, Term, Triple, blank, iri, literal, triple_term
 
@@ -27,7 +45,7 @@ pytestmark = pytest.mark.unit
 
 XSD = ns.XSD
 G = ns.GRAPH_RETRIEVAL
-WHEN = datetime(2025, 6, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
+WHEN = datetime(2025, 6, 1, 9, 30, 0, 123456, tzinfo=UTC)
 SID = "3f2b9c1e-0000-4000-8000-000000000001"
 
 
@@ -437,7 +455,11 @@ def test_shared_constant_terms_are_not_leaked_between_traces():
 def test_only_a_final_stage_ends_a_trace():
     from trustgraph_base.provenance.agent import agent_final_triples, agent_session_triples
     from trustgraph_base.provenance.triples import (
-        docrag_synthesis_triples, ends_a_trace, error_triples, exploration_triples, question_triples,
+        docrag_synthesis_triples,
+        ends_a_trace,
+        error_triples,
+        exploration_triples,
+        question_triples,
         synthesis_triples,
     )
 

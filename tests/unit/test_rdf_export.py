@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trustgraph_base.provenance import (
-    EdgeSelection, exploration_triples, focus_triples, question_triples, subgraph_triples, synthesis_triples,
+    EdgeSelection,
+    exploration_triples,
+    focus_triples,
+    question_triples,
+    subgraph_triples,
+    synthesis_triples,
+    uris,
 )
 from trustgraph_base.provenance import namespaces as ns
-from trustgraph_base.provenance import uris
 from trustgraph_base.rdf.export import DEFAULT_PREFIXES, ExportError, RdfParseError, parse, serialize
 from trustgraph_base.rdf.oxigraph import from_oxigraph_term, from_quad, to_oxigraph_term, to_quad
 from trustgraph_base.rdf.terms import TermError, serialize_term

@@ -9,7 +9,13 @@ import pytest
 
 from trustgraph_flow.ingest import decode_document, detect_kind
 from trustgraph_flow.ingest.sample_corpus import (
-    DOC_BASE, QUESTION_KINDS, QUICKSTART_QUESTION, render_pdf, sample_documents, sample_questions, source_text,
+    DOC_BASE,
+    QUESTION_KINDS,
+    QUICKSTART_QUESTION,
+    render_pdf,
+    sample_documents,
+    sample_questions,
+    source_text,
 )
 
 pytestmark = pytest.mark.unit

@@ -12,8 +12,8 @@ import errno
 import os
 
 import pytest
-
 from storage_faults import fill, sqlite_full, tmpfs
+
 from trustgraph_base.schema import DocumentMetadata, Triple, TriplePattern, iri, literal
 from trustgraph_base.store.errors import StoreEnvironmentError, StoreUnavailable
 from trustgraph_base.store.librarian import open_librarian_store

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trustgraph_base.rdf.oxigraph import to_oxigraph_term
 from trustgraph_base.rdf.terms import (
-    MAX_IRI_LENGTH, MAX_LITERAL_LENGTH, MAX_TRIPLE_DEPTH, TermError, get_term_value, parse_term,
-    parse_triple, serialize_term, serialize_triple, validate_iri, validate_term, validate_triple,
+    MAX_IRI_LENGTH,
+    MAX_LITERAL_LENGTH,
+    MAX_TRIPLE_DEPTH,
+    TermError,
+    get_term_value,
+    parse_term,
+    parse_triple,
+    serialize_term,
+    serialize_triple,
+    validate_iri,
+    validate_term,
+    validate_triple,
 )
 from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple, blank, iri, literal, triple_term
 

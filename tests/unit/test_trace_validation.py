@@ -7,12 +7,21 @@ from importlib import resources
 import pytest
 
 from trustgraph_base.provenance import (
-    EdgeSelection, agent_final_triples, agent_iteration_triples, agent_session_triples,
-    docrag_exploration_triples, docrag_question_triples, docrag_synthesis_triples, error_triples,
-    exploration_triples, focus_triples, question_triples, synthesis_triples,
+    EdgeSelection,
+    agent_final_triples,
+    agent_iteration_triples,
+    agent_session_triples,
+    docrag_exploration_triples,
+    docrag_question_triples,
+    docrag_synthesis_triples,
+    error_triples,
+    exploration_triples,
+    focus_triples,
+    question_triples,
+    synthesis_triples,
+    uris,
 )
 from trustgraph_base.provenance import namespaces as ns
-from trustgraph_base.provenance import uris
 from trustgraph_base.rdf import validate_trace
 from trustgraph_base.rdf.export import parse, serialize
 from trustgraph_base.rdf.validation import ValidationReport, Violation, load_shapes, to_rdflib_graph

@@ -39,7 +39,8 @@ import collections
 import functools
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..codec import CodecError, decode, encode
 from ..pubsub.base import Backend, BackendError, Message
@@ -266,7 +267,7 @@ class Processor:
             self._idle.clear()
             try:
                 await self._handle(spec, consumer, msg)
-            except Exception:  # noqa: BLE001 - the worker must survive anything
+            except Exception:
                 log.exception("%s/%s: unexpected failure handling message %s", self.id, spec.name, msg.message_id)
             finally:
                 self._in_flight -= 1
@@ -309,7 +310,7 @@ class Processor:
                             self.id, spec.name, msg.message_id, msg.redelivery_count + 1, delay, e)
                 try:
                     await asyncio.wait_for(self._stop_requested.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 await consumer.nack(msg)
             elif isinstance(e, ValueError) or msg.redelivery_count >= spec.max_redeliveries:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from ..codec import decode, encode
 from ..pubsub.base import Backend, BackendError
@@ -96,7 +97,7 @@ class RequestResponseClient:
         self._reader: asyncio.Task | None = None
         self._pending: dict[str, asyncio.Queue] = {}
 
-    async def start(self) -> "RequestResponseClient":
+    async def start(self) -> RequestResponseClient:
         if self._producer is not None:
             return self
         # Subscribe before the first request can be sent, so no reply is missed.
@@ -105,7 +106,7 @@ class RequestResponseClient:
         self._reader = asyncio.create_task(self._read(), name=f"rr-reader-{self.service}")
         return self
 
-    async def __aenter__(self) -> "RequestResponseClient":
+    async def __aenter__(self) -> RequestResponseClient:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:

@@ -30,7 +30,8 @@ import os
 import signal
 import sys
 import tomllib
-from typing import Any, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from ..hard_exit import hard_exit
 from ..pubsub import BackendUnavailable, open_backend
@@ -157,7 +158,7 @@ def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
         code = 1
     except KeyboardInterrupt:
         pass
-    except Exception:  # noqa: BLE001 - logged with its traceback; the exit code says it failed
+    except Exception:
         log.exception("the service failed")
         code = 1
     hard_exit(code)

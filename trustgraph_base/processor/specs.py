@@ -6,8 +6,9 @@ start and closes them on stop.  Queue ids come from :mod:`trustgraph_base.pubsub
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..schema.primitives import Error
 

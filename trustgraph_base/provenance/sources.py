@@ -9,7 +9,8 @@ sends the chains with its Focus, and the CLI finds them for a stored trace, with
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..rdf.terms import serialize_term
 from ..schema import IRI, TRIPLE, EdgeSource, Source, SourceChainLink, Term, Triple, TriplePattern

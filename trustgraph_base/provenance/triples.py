@@ -13,9 +13,9 @@ Shared constant terms (predicates, classes) are module-level singletons, so a tr
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from datetime import UTC, datetime
 
 from ..rdf.terms import TermError, validate_iri, validate_term
 from ..schema.primitives import IRI, LITERAL, TRIPLE, Term, Triple
@@ -61,11 +61,11 @@ def _int(value: int) -> Term:
 def timestamp_literal(when: datetime | str | None = None) -> Term:
     """An ``xsd:dateTime`` literal (UTC, millisecond precision); ``None`` means now."""
     if when is None:
-        when = datetime.now(timezone.utc)
+        when = datetime.now(UTC)
     if isinstance(when, datetime):
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        text = when.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            when = when.replace(tzinfo=UTC)
+        text = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     else:
         text = str(when)
         try:
@@ -77,7 +77,7 @@ def timestamp_literal(when: datetime | str | None = None) -> Term:
 
 def edge_id(s: str, p: str, o: str) -> str:
     """The id the LLM sees for an edge: first 8 hex digits of ``sha256("s|p|o")``."""
-    return hashlib.sha256(f"{s}|{p}|{o}".encode("utf-8")).hexdigest()[:8]
+    return hashlib.sha256(f"{s}|{p}|{o}".encode()).hexdigest()[:8]
 
 
 def in_graph(triples: Iterable[Triple], graph: str) -> list[Triple]:

@@ -22,8 +22,8 @@ Stored data may be forged (anyone who can write to the bus or load TriG can writ
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterable, Sequence
 
 from ..rdf.terms import serialize_term
 from ..schema import IRI, Term, Triple, TriplePattern

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from .base import Backend, BackendError, BackendUnavailable, Consumer, Message, Producer, ReceiveTimeout
 from .topics import (
-    dead_letter_queue, flow_queue, notify_queue, parse_queue, pulsar_topic, request_queue, response_queue,
+    dead_letter_queue,
+    flow_queue,
+    notify_queue,
+    parse_queue,
+    pulsar_topic,
+    request_queue,
+    response_queue,
 )
 
 _BACKENDS = {

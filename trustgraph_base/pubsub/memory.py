@@ -23,7 +23,7 @@ class _Subscription:
     durable: bool
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     consumers: int = 0
-    unacked: dict[str, tuple[Message, "MemoryConsumer"]] = field(default_factory=dict)
+    unacked: dict[str, tuple[Message, MemoryConsumer]] = field(default_factory=dict)
 
 
 class _Topic:
@@ -34,7 +34,7 @@ class _Topic:
 
 
 class MemoryProducer:
-    def __init__(self, backend: "MemoryBackend", topic: _Topic):
+    def __init__(self, backend: MemoryBackend, topic: _Topic):
         self._backend = backend
         self._topic = topic
         self._closed = False
@@ -55,7 +55,7 @@ class MemoryProducer:
 
 
 class MemoryConsumer:
-    def __init__(self, backend: "MemoryBackend", topic: _Topic, sub: _Subscription):
+    def __init__(self, backend: MemoryBackend, topic: _Topic, sub: _Subscription):
         self._backend = backend
         self._topic = topic
         self._sub = sub

@@ -202,7 +202,7 @@ class PulsarBackend:
         for attempt in range(1, OPERATION_ATTEMPTS + 1):
             try:
                 return await asyncio.wait_for(start(), self.connect_timeout + 5)
-            except (asyncio.TimeoutError, *_errors()) as e:
+            except (TimeoutError, *_errors()) as e:
                 if attempt < OPERATION_ATTEMPTS and _is_timeout(e):
                     log.warning("%s on Pulsar at %s timed out (attempt %d of %d); trying again",
                                 what, self.url, attempt, OPERATION_ATTEMPTS)

@@ -22,7 +22,8 @@ True
 
 from __future__ import annotations
 
-from typing import BinaryIO, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import BinaryIO
 
 import pyoxigraph as ox
 

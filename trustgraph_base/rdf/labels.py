@@ -7,7 +7,7 @@ entities with them, so both name a term the same way.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..schema import BLANK, IRI, LITERAL, TRIPLE, Term
 

@@ -19,8 +19,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Union
+from typing import Union
 
 import pyoxigraph as ox
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from pyoxigraph import Literal as _Literal, NamedNode as _NamedNode
+from pyoxigraph import Literal as _Literal
+from pyoxigraph import NamedNode as _NamedNode
 
 from ..schema.primitives import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 

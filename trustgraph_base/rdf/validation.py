@@ -25,12 +25,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..provenance import namespaces as ns
 from ..schema.primitives import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
@@ -150,7 +151,7 @@ class _Copier:
         self.graph.add((self.node(triple.s), self.node(triple.p), self.node(triple.o)))
 
 
-def to_rdflib_graph(triples: Iterable[Triple]) -> tuple["Graph", dict["URIRef", str]]:
+def to_rdflib_graph(triples: Iterable[Triple]) -> tuple[Graph, dict[URIRef, str]]:
     """The rdflib copy of a trace (all graphs merged) and the map node -> canonical triple term.
 
     :param triples: the trace; terms must be valid (see :func:`validate_triple`).
@@ -163,7 +164,7 @@ def to_rdflib_graph(triples: Iterable[Triple]) -> tuple["Graph", dict["URIRef", 
 
 
 @lru_cache(maxsize=1)
-def load_shapes() -> "Graph":
+def load_shapes() -> Graph:
     """The shipped SHACL shapes (parsed once)."""
     text = resources.files("trustgraph_base.rdf").joinpath("shapes/trace.ttl").read_text("utf-8")
     return _lib().Graph().parse(data=text, format="turtle")
@@ -186,7 +187,7 @@ def _quiet_rdflib() -> Iterator[None]:
 class _Renderer:
     """Turns pyshacl's result nodes into short readable text."""
 
-    def __init__(self, data: "Graph", shapes: "Graph", quoted: dict[Any, str]):
+    def __init__(self, data: Graph, shapes: Graph, quoted: dict[Any, str]):
         self.r = _lib()
         self.data, self.shapes, self.quoted = data, shapes, quoted
         sh = self.r.SH
@@ -263,7 +264,7 @@ class _Renderer:
 
 # ---------------------------------------------------------------- one report per broken chain
 
-def _parents(data: "Graph", node: Any) -> list:
+def _parents(data: Graph, node: Any) -> list:
     """The nodes a stage hangs off: derivation links out, and the Focus selecting an edge selection."""
     r = _lib()
     out = [o for p in (ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY) for o in data.objects(node, r.URIRef(p))]
@@ -271,7 +272,7 @@ def _parents(data: "Graph", node: Any) -> list:
     return out
 
 
-def _reaches(data: "Graph", start: Any, target: Any) -> bool:
+def _reaches(data: Graph, start: Any, target: Any) -> bool:
     seen, todo = set(), [start]
     while todo:
         n = todo.pop()
@@ -283,7 +284,7 @@ def _reaches(data: "Graph", start: Any, target: Any) -> bool:
     return False
 
 
-def _chain_breaks(data: "Graph", violations: list[Violation], nodes: dict[str, Any]) -> list[Violation]:
+def _chain_breaks(data: Graph, violations: list[Violation], nodes: dict[str, Any]) -> list[Violation]:
     """Keep a "does not lead back to a Question" violation only where the chain breaks.
 
     Everything below a broken link fails the same rule; reporting only nodes whose parents

@@ -1,27 +1,66 @@
 """Message schemas (dataclasses) shared by all services; encoded with :mod:`trustgraph_base.codec`."""
 
-from .primitives import (
-    BLANK, DEFAULT_GRAPH, IRI, LITERAL, TERM_TYPES, TRIPLE,
-    Error, Metadata, Term, Triple, Triples, blank, iri, literal, triple_term,
-)
-from .retrieval import (
-    DocumentRagQuery, DocumentRagResponse, EdgeSource, GraphRagQuery, GraphRagResponse,
-    Source, SourceChainLink,
-)
 from .agent import AgentRequest, AgentResponse, AgentStep
-from .query import (
-    ChunkMatch, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, EntityMatch,
-    GraphEmbeddingsRequest, GraphEmbeddingsResponse, TraceAdminRequest, TraceAdminResponse, TraceClaimRequest,
-    TraceClaimResponse, TraceListRequest, TraceListResponse,
-    TraceSummary, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
-)
+from .ingest import Chunk, DocumentRef, EntityContext, EntityContexts, IngestProgress, TextPage
 from .library import (
-    DocumentMetadata, DocumentRemoval, DocumentSummary, LibrarianRequest, LibrarianResponse, StoredAnswer,
+    DocumentMetadata,
+    DocumentRemoval,
+    DocumentSummary,
+    LibrarianRequest,
+    LibrarianResponse,
+    StoredAnswer,
 )
 from .models import (
-    EmbeddingsRequest, EmbeddingsResponse, PromptRequest, PromptResponse,
-    TextCompletionRequest, TextCompletionResponse,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    PromptRequest,
+    PromptResponse,
+    TextCompletionRequest,
+    TextCompletionResponse,
 )
-from .ingest import Chunk, DocumentRef, EntityContext, EntityContexts, IngestProgress, TextPage
+from .primitives import (
+    BLANK,
+    DEFAULT_GRAPH,
+    IRI,
+    LITERAL,
+    TERM_TYPES,
+    TRIPLE,
+    Error,
+    Metadata,
+    Term,
+    Triple,
+    Triples,
+    blank,
+    iri,
+    literal,
+    triple_term,
+)
+from .query import (
+    ChunkMatch,
+    DocumentEmbeddingsRequest,
+    DocumentEmbeddingsResponse,
+    EntityMatch,
+    GraphEmbeddingsRequest,
+    GraphEmbeddingsResponse,
+    TraceAdminRequest,
+    TraceAdminResponse,
+    TraceClaimRequest,
+    TraceClaimResponse,
+    TraceListRequest,
+    TraceListResponse,
+    TraceSummary,
+    TriplePattern,
+    TriplesQueryRequest,
+    TriplesQueryResponse,
+)
+from .retrieval import (
+    DocumentRagQuery,
+    DocumentRagResponse,
+    EdgeSource,
+    GraphRagQuery,
+    GraphRagResponse,
+    Source,
+    SourceChainLink,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

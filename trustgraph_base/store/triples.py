@@ -38,16 +38,17 @@ import base64
 import binascii
 import builtins
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from threading import Lock
-from typing import Iterator, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..provenance import namespaces as ns
 from ..provenance.uris import trace_root_of
 from ..rdf.terms import MAX_TRIPLE_DEPTH, TermError, parse_term, serialize_term, validate_iri, validate_term
 from ..schema.primitives import IRI, TRIPLE, Term, Triple
-from ..schema.query import TriplePattern, TraceSummary
+from ..schema.query import TraceSummary, TriplePattern
 from .errors import InvalidQuery
 from .gc_pause import gc_paused
 from .names import check_names
@@ -373,7 +374,7 @@ _TRACE_TYPE_BY_KEY = {f"<{iri}>": name for iri, name in TRACE_TYPES.items()}
 _QUERY_KEY = f"<{ns.TG_QUERY}>"
 _STARTED_KEY = f"<{ns.PROV_STARTED_AT_TIME}>"
 _PARENT_KEY = f"<{ns.PROV_WAS_DERIVED_FROM}>"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def timestamp_micros(text: str) -> int | None:
@@ -383,7 +384,7 @@ def timestamp_micros(text: str) -> int | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     delta = when - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
@@ -415,7 +416,7 @@ def extract_traces(quads: Sequence[QuadKey], now: datetime | None = None) -> lis
             started.setdefault(s, term_from_key(o).value)
         elif p == _PARENT_KEY and o.startswith("<") and not o.startswith("<<("):
             parent.setdefault(s, o[1:-1])
-    fallback = timestamp_micros((now or datetime.now(timezone.utc)).isoformat())
+    fallback = timestamp_micros((now or datetime.now(UTC)).isoformat())
     out = []
     for s, kind in questions.items():
         time_text = started.get(s, "")
@@ -454,7 +455,7 @@ def check_question_uri(uri: str) -> str:
 
 def encode_cursor(ts: int, uri: str) -> str:
     """An opaque cursor meaning "after the trace ``(ts, uri)``"."""
-    return base64.urlsafe_b64encode(f"{ts}|{uri}".encode("utf-8")).decode("ascii").rstrip("=")
+    return base64.urlsafe_b64encode(f"{ts}|{uri}".encode()).decode("ascii").rstrip("=")
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:

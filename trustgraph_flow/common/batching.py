@@ -23,7 +23,8 @@ stage of a trace: its earlier stages are already waiting, and nothing of it foll
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 from trustgraph_base.processor.base import is_environment_failure, is_transient
 
@@ -89,7 +90,7 @@ class Batcher(Generic[T]):
         self._lingering = asyncio.Event()
         try:
             await asyncio.wait_for(self._lingering.wait(), self.linger)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._lingering = None

@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 from trustgraph_base.processor import Processor, raise_on_error
-from trustgraph_base.schema.library import ANSWER
 from trustgraph_base.schema import (
-    DocumentEmbeddingsRequest, DocumentMetadata, EmbeddingsRequest, EntityMatch, GraphEmbeddingsRequest,
-    LibrarianRequest, Metadata, PromptRequest, StoredAnswer, TraceClaimRequest, Triple, TriplePattern, Triples,
+    DocumentEmbeddingsRequest,
+    DocumentMetadata,
+    EmbeddingsRequest,
+    EntityMatch,
+    GraphEmbeddingsRequest,
+    LibrarianRequest,
+    Metadata,
+    PromptRequest,
+    StoredAnswer,
+    TraceClaimRequest,
+    Triple,
+    TriplePattern,
+    Triples,
     TriplesQueryRequest,
 )
+from trustgraph_base.schema.library import ANSWER
 
 
 @dataclass

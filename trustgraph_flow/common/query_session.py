@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
 from trustgraph_base.provenance.triples import error_triples

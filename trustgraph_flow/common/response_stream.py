@@ -11,7 +11,8 @@ produced, and a failed send still fails the query at its next awaited message.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .background_writes import BackgroundWrites
 

@@ -8,18 +8,46 @@ Which processor answers, calls, consumes or feeds what is declared in the servic
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from trustgraph_base.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 from trustgraph_base.pubsub.topics import flow_queue, notify_queue, request_queue, response_queue
 from trustgraph_base.schema import (
-    AgentRequest, AgentResponse, Chunk, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, DocumentRagQuery,
-    DocumentRagResponse, DocumentRef, EmbeddingsRequest, EmbeddingsResponse, EntityContexts, Error,
-    GraphEmbeddingsRequest, GraphEmbeddingsResponse, GraphRagQuery, GraphRagResponse, IngestProgress,
-    LibrarianRequest, LibrarianResponse, PromptRequest, StoredAnswer, PromptResponse, TextCompletionRequest,
-    TextCompletionResponse, TextPage, TraceAdminRequest, TraceAdminResponse, TraceClaimRequest, TraceClaimResponse,
-    TraceListRequest, TraceListResponse, Triples, TriplesQueryRequest,
+    AgentRequest,
+    AgentResponse,
+    Chunk,
+    DocumentEmbeddingsRequest,
+    DocumentEmbeddingsResponse,
+    DocumentRagQuery,
+    DocumentRagResponse,
+    DocumentRef,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    EntityContexts,
+    Error,
+    GraphEmbeddingsRequest,
+    GraphEmbeddingsResponse,
+    GraphRagQuery,
+    GraphRagResponse,
+    IngestProgress,
+    LibrarianRequest,
+    LibrarianResponse,
+    PromptRequest,
+    PromptResponse,
+    StoredAnswer,
+    TextCompletionRequest,
+    TextCompletionResponse,
+    TextPage,
+    TraceAdminRequest,
+    TraceAdminResponse,
+    TraceClaimRequest,
+    TraceClaimResponse,
+    TraceListRequest,
+    TraceListResponse,
+    Triples,
+    TriplesQueryRequest,
     TriplesQueryResponse,
 )
 

@@ -10,8 +10,9 @@ Every failure becomes an error reply with a ``type``; nothing raises out of :met
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from trustgraph_base.codec import CodecError
 from trustgraph_base.processor import RequestResponseClient, RequestTimeout, ServiceError, raise_on_error

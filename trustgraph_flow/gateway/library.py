@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from trustgraph_base.schema import DocumentMetadata, LibrarianRequest, LibrarianResponse
 from trustgraph_base.schema.library import SOURCE

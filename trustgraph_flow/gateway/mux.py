@@ -63,7 +63,7 @@ class Socket:
             while not self.ws.closed:
                 try:
                     msg = await self.ws.receive(timeout=self.limits.idle_seconds)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if self.open:
                         continue
                     await self.ws.close(code=1000, message=b"idle")

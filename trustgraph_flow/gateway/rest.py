@@ -11,7 +11,7 @@ and 413 (a body over the limit).
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import orjson
 from aiohttp import web

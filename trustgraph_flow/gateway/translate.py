@@ -20,8 +20,15 @@ import uuid
 from typing import Any
 
 from trustgraph_base.schema import (
-    AgentRequest, AgentResponse, AgentStep, DocumentRagQuery, DocumentRagResponse, GraphRagQuery, GraphRagResponse,
-    TriplesQueryRequest, TriplesQueryResponse,
+    AgentRequest,
+    AgentResponse,
+    AgentStep,
+    DocumentRagQuery,
+    DocumentRagResponse,
+    GraphRagQuery,
+    GraphRagResponse,
+    TriplesQueryRequest,
+    TriplesQueryResponse,
 )
 from trustgraph_base.store.names import InvalidName, check_collection
 

@@ -6,9 +6,23 @@ functions; nothing here touches the bus or a store.
 
 from .chunking import TextChunk, check_chunk_options, chunk_text
 from .decoding import (
-    APPLICATION_PDF, DEFAULT_MAX, SUPPORTED_KINDS, TEXT_MARKDOWN, TEXT_PLAIN, BinaryContent, BrokenPdf,
-    DecodedPage, DecodeError, DocumentTooLarge, EmptyDocument, EncryptedPdf, InvalidEncoding, UnknownKind,
-    decode_document, detect_kind, normalize_kind,
+    APPLICATION_PDF,
+    DEFAULT_MAX,
+    SUPPORTED_KINDS,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    BinaryContent,
+    BrokenPdf,
+    DecodedPage,
+    DecodeError,
+    DocumentTooLarge,
+    EmptyDocument,
+    EncryptedPdf,
+    InvalidEncoding,
+    UnknownKind,
+    decode_document,
+    detect_kind,
+    normalize_kind,
 )
 
 __all__ = [

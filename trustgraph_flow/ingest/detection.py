@@ -30,7 +30,13 @@ import re
 from dataclasses import dataclass
 
 from .decoding import (
-    APPLICATION_PDF, TEXT_CSV, TEXT_HTML, TEXT_MARKDOWN, TEXT_PLAIN, TEXT_TSV, UnknownKind,
+    APPLICATION_PDF,
+    TEXT_CSV,
+    TEXT_HTML,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    TEXT_TSV,
+    UnknownKind,
     supported_text,
 )
 

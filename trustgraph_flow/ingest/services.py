@@ -23,11 +23,23 @@ from trustgraph_base import __version__
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import (
-    activity_triples, chunk_triples, document_triples, page_triples, subgraph_triples,
+    activity_triples,
+    chunk_triples,
+    document_triples,
+    page_triples,
+    subgraph_triples,
 )
 from trustgraph_base.schema import (
-    Chunk, DocumentMetadata, DocumentRef, EntityContexts, IngestProgress, LibrarianRequest, Metadata,
-    PromptRequest, TextPage, Triples,
+    Chunk,
+    DocumentMetadata,
+    DocumentRef,
+    EntityContexts,
+    IngestProgress,
+    LibrarianRequest,
+    Metadata,
+    PromptRequest,
+    TextPage,
+    Triples,
 )
 from trustgraph_base.schema.library import CHUNK, PAGE
 
@@ -37,7 +49,12 @@ from ..model.llm import resolve_llm
 from .chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, check_chunk_options, chunk_text
 from .decoding import decode_document
 from .extraction import (
-    COMPONENT_NAME, COMPONENT_VERSION, MODEL_ID, extract, extraction_to_triples, parse_llm_extraction,
+    COMPONENT_NAME,
+    COMPONENT_VERSION,
+    MODEL_ID,
+    extract,
+    extraction_to_triples,
+    parse_llm_extraction,
 )
 
 log = logging.getLogger(__name__)

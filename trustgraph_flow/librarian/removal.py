@@ -25,8 +25,6 @@ again finishes the job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
 from trustgraph_base.rdf.terms import serialize_triple

@@ -25,7 +25,13 @@ import logging
 from trustgraph_base.processor import Processor, launch
 from trustgraph_base.provenance.answers import answer_marker
 from trustgraph_base.schema import (
-    DocumentRef, DocumentSummary, LibrarianRequest, LibrarianResponse, Metadata, StoredAnswer, Triples,
+    DocumentRef,
+    DocumentSummary,
+    LibrarianRequest,
+    LibrarianResponse,
+    Metadata,
+    StoredAnswer,
+    Triples,
 )
 from trustgraph_base.schema.library import ANSWER, DOCUMENT_TYPES, SOURCE
 from trustgraph_base.store.librarian import DocumentExists

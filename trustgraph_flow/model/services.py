@@ -17,11 +17,17 @@ import asyncio
 import json
 import logging
 import os
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from trustgraph_base.processor import ConfigurationError, Processor, ServiceError, launch, raise_on_error
 from trustgraph_base.schema import (
-    EmbeddingsRequest, EmbeddingsResponse, Error, PromptRequest, PromptResponse, TextCompletionRequest,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    Error,
+    PromptRequest,
+    PromptResponse,
+    TextCompletionRequest,
     TextCompletionResponse,
 )
 

@@ -13,10 +13,10 @@ import os
 import socket
 import threading
 from collections import namedtuple
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterator
 
 from ..errors import StoreError, StoreUnavailable
 
@@ -120,7 +120,7 @@ def cassandra_errors(what: str) -> Iterator[None]:
         yield
     except StoreError:
         raise
-    except Exception as e:  # noqa: BLE001 - every driver failure is mapped, none is swallowed
+    except Exception as e:
         if is_unavailable(e):
             raise StoreUnavailable(f"Cassandra unavailable during {what}: {e}") from e
         raise StoreError(f"Cassandra error during {what}: {type(e).__name__}: {e}") from e

@@ -32,9 +32,22 @@ from collections.abc import Iterator
 from ...schema.library import DOCUMENT_TYPES, SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
 from ..librarian import (
-    CHILD_TYPES, DEFAULT_PART_SIZE, TOP_LEVEL_TYPES, DocumentExists, check_chunk_size, check_document_id,
-    check_document_type, check_limit, check_part_size, exists_message, metadata_from_json,
-    metadata_to_json, prepare_metadata, rechunk, same_document, split_parts,
+    CHILD_TYPES,
+    DEFAULT_PART_SIZE,
+    TOP_LEVEL_TYPES,
+    DocumentExists,
+    check_chunk_size,
+    check_document_id,
+    check_document_type,
+    check_limit,
+    check_part_size,
+    exists_message,
+    metadata_from_json,
+    metadata_to_json,
+    prepare_metadata,
+    rechunk,
+    same_document,
+    split_parts,
 )
 from ..names import check_names, storage_name
 from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace, lwt_applied

@@ -60,14 +60,21 @@ import struct
 import threading
 import zlib
 from collections import defaultdict
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary
 from ..errors import StoreError
 from ..names import check_names, storage_name
 from ..triples import (
-    IndexedTrace, PatternKey, QuadKey, TracePage, TriplesStoreBase, encode_cursor, question_type_of, term_from_key,
+    IndexedTrace,
+    PatternKey,
+    QuadKey,
+    TracePage,
+    TriplesStoreBase,
+    encode_cursor,
+    question_type_of,
+    term_from_key,
 )
 from .connection import CassandraConfig, batch_bytes, cassandra_errors, connect, ensure_keyspace, lwt_applied
 
@@ -281,7 +288,7 @@ class CassandraTriplesStore(TriplesStoreBase):
             try:
                 ensure_keyspace(self._session, ks, self.config.replication_factor)
                 return
-            except Exception as e:  # noqa: BLE001 - only time-outs are retried
+            except Exception as e:
                 if type(e).__name__ != "OperationTimedOut" or attempt == attempts - 1:
                     raise
 

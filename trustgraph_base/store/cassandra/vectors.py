@@ -32,11 +32,18 @@ from typing import Any
 from ..errors import StoreUnavailable
 from ..names import check_names, storage_name
 from ..vectors import (
-    IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id,
-    normalise, prepare_items, require_model,
+    IndexInfo,
+    VectorHit,
+    VectorItem,
+    check_item_id,
+    check_kind,
+    check_limit,
+    check_model_id,
+    normalise,
+    prepare_items,
+    require_model,
 )
-from .connection import CassandraConfig, connect, ensure_keyspace
-from .connection import cassandra_errors
+from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace
 from .librarian import DDL_TIMEOUT
 
 __all__ = ["CassandraVectorIndex", "shard_of", "MAX_SHARDS"]

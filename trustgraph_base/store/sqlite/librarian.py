@@ -20,9 +20,24 @@ from pathlib import Path
 from ...schema.library import SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
 from ..librarian import (
-    CHILD_TYPES, DEFAULT_PART_SIZE, TOP_LEVEL_TYPES, ContentCorrupt, DocumentExists, check_chunk_size,
-    check_document_id, check_document_type, check_limit, check_part_size, exists_message,
-    metadata_from_json, metadata_to_json, prepare_metadata, rechunk, same_document, sha256_hex, split_parts,
+    CHILD_TYPES,
+    DEFAULT_PART_SIZE,
+    TOP_LEVEL_TYPES,
+    ContentCorrupt,
+    DocumentExists,
+    check_chunk_size,
+    check_document_id,
+    check_document_type,
+    check_limit,
+    check_part_size,
+    exists_message,
+    metadata_from_json,
+    metadata_to_json,
+    prepare_metadata,
+    rechunk,
+    same_document,
+    sha256_hex,
+    split_parts,
 )
 from ..names import check_names, tg_home, user_file
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable

@@ -53,16 +53,23 @@ import logging
 import sqlite3
 import threading
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary
 from ..errors import StoreError, StoreUnavailable
 from ..names import check_names, tg_home, user_file
 from ..triples import (
-    IndexedTrace, PatternKey, QuadKey, TracePage, TriplesStoreBase, encode_cursor, question_type_of, term_from_key,
+    IndexedTrace,
+    PatternKey,
+    QuadKey,
+    TracePage,
+    TriplesStoreBase,
+    encode_cursor,
+    question_type_of,
+    term_from_key,
 )
 from .environment import check_data_dir, environment_failure, make_parent, store_file_exists
 from .wal import enable_wal

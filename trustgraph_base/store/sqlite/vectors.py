@@ -36,8 +36,16 @@ import numpy as np
 from ..errors import StoreUnavailable
 from ..names import check_names, tg_home, user_file
 from ..vectors import (
-    IndexInfo, VectorHit, VectorItem, check_item_id, check_kind, check_limit, check_model_id,
-    normalise, prepare_items, require_model,
+    IndexInfo,
+    VectorHit,
+    VectorItem,
+    check_item_id,
+    check_kind,
+    check_limit,
+    check_model_id,
+    normalise,
+    prepare_items,
+    require_model,
 )
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
 from .wal import enable_wal

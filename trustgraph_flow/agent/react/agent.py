@@ -17,8 +17,8 @@ trace with an Error derived from the last stored stage.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.agent import agent_final_triples, agent_iteration_triples, agent_session_triples

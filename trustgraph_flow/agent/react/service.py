@@ -8,12 +8,15 @@ import os
 
 from trustgraph_base.processor import Processor, ServiceError, launch, raise_on_error
 from trustgraph_base.schema import (
-    AgentRequest, DocumentRagQuery, GraphRagQuery, TextCompletionRequest,
+    AgentRequest,
+    DocumentRagQuery,
+    GraphRagQuery,
+    TextCompletionRequest,
 )
 
 from ...common.ports import BusPorts
-from ...common.services import client_spec, explain_producer_specs, request_spec
 from ...common.query_session import NO_ANSWER_ERROR
+from ...common.services import client_spec, explain_producer_specs, request_spec
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
 

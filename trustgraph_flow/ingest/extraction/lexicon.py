@@ -32,18 +32,17 @@ WH = {"who", "whom", "whose", "which", "that", "where", "when", "why", "how", "w
 ADVERBS = {"also", "later", "then", "first", "soon", "eventually", "subsequently", "jointly", "together",
            "independently", "finally", "again", "still", "already", "formally", "officially", "once", "often",
            "quickly", "briefly", "famously", "originally", "initially", "immediately", "publicly", "largely",
-           "partly", "mainly", "shortly", "just", "only", "even", "thus", "therefore", "soon", "afterwards",
+           "partly", "mainly", "shortly", "just", "only", "even", "thus", "therefore", "afterwards",
            "afterward", "anyway", "long", "now", "ever", "always", "twice", "thereafter", "ultimately", "nevertheless",
-           "successfully", "jointly", "personally", "directly", "widely", "especially", "notably", "indeed",
+           "successfully", "personally", "directly", "widely", "especially", "notably", "indeed",
            "instead", "here", "there", "too", "almost", "nearly", "mostly", "rapidly", "slowly", "carefully",
-           "first", "last", "newly", "recently", "today", "yet", "meanwhile", "moreover", "however"}
+           "last", "newly", "recently", "today", "yet", "meanwhile", "moreover", "however"}
 NOT_ADVERBS_LY = {"family", "italy", "july", "supply", "apply", "reply", "fly", "ally", "anomaly", "rally",
                   "assembly", "monopoly", "butterfly", "jelly", "belly", "lily", "bully", "holy", "early"}
 FUNCTION_WORDS = (DETERMINERS | POSSESSIVE_PRONOUNS | PRONOUNS | OBJECT_PRONOUNS | AUXILIARIES | MODALS
                   | NEGATIONS | PREPOSITIONS | CONJUNCTIONS | SUBORDINATORS | WH | ADVERBS
                   | {"i", "we", "you", "me", "us", "my", "our", "your", "than", "very", "much", "more", "less",
-                     "there", "whose", "own", "same", "not", "whom", "every", "few", "little", "least", "less",
-                     "so", "such", "either", "rather", "quite", "else", "per", "whereby", "thereby",
+                     "there", "whose", "own", "same", "not", "whom", "every", "few", "little", "least", "so", "such", "either", "rather", "quite", "else", "per", "whereby", "thereby",
                      "among", "upon", "amongst"})
 # Verbs that usually report a that-clause: with them, "showed with X that ..." is not a relation to X.
 REPORTING_VERBS = {"showed", "shown", "shows", "suggested", "proposed", "found", "observed", "said", "believed",
@@ -65,18 +64,18 @@ IRREGULAR_VERBS = {
    "understood", "went", "gone", "won", "wins", "wore", "worn", "wrote", "written", "writes", "withdrew",
    "undertook", "overcame", "oversaw", "foresaw", "beat", "sank", "sunk", "slept", "swept", "wept", "wound",
    "read", "put", "set", "cut", "let", "shut", "hit", "cast", "bid", "lit", "fed", "bred", "dug", "hung",
-   "stuck", "stung", "spun", "won", "lay", "lies", "remains", "contains", "emits", "includes", "holds",
+   "stuck", "stung", "spun", "lay", "lies", "remains", "contains", "emits", "includes", "holds",
    "describes", "denotes", "measures", "decays", "glows", "occurs", "honours", "honors", "bears", "carries",
-   "houses", "hosts", "owns", "lists", "uses", "forms", "produces", "consists", "requires", "gives", "marks",
-   "lives", "works", "studies", "teaches", "directs", "leads", "belongs", "refers", "represents", "equals",
-   "exceeds", "follows", "precedes", "replaces", "bears", "keeps", "runs", "sits", "serves", "forms",
+   "houses", "hosts", "owns", "lists", "uses", "forms", "produces", "consists", "requires", "marks",
+   "lives", "works", "studies", "directs", "belongs", "refers", "represents", "equals",
+   "exceeds", "follows", "precedes", "replaces", "keeps", "runs", "sits", "serves",
 }
 NOT_VERBS_ED = {"hundred", "red", "bed", "shed", "sled", "seed", "need", "feed", "speed", "breed", "creed",
                 "deed", "greed", "weed", "tweed", "steed", "reed", "bleed", "indeed", "sacred", "kindred",
                 "naked", "wicked", "rugged", "ragged", "beloved", "learned", "aged", "cupboard", "med", "wed"}
 TITLE_NOUNS = {"planet", "god", "goddess", "chemist", "physicist", "journalist", "president", "scientist",
                "mathematician", "engineer", "doctor", "physician", "biologist", "astronomer", "architect",
-               "writer", "explorer", "king", "queen", "emperor", "ship", "engineer", "inventor", "philosopher"}
+               "writer", "explorer", "king", "queen", "emperor", "ship", "inventor", "philosopher"}
 CLASSIFIERS = {"element", "elements", "metal", "gas", "isotope", "isotopes", "mineral", "ore", "unit", "word",
                "term", "name", "substance", "compound", "salt", "salts", "city", "town", "country", "village",
                "river", "island", "journal", "book", "prize", "award"}

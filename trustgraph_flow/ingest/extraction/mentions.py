@@ -13,7 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lexicon import (
-    DETERMINERS, MONTHS, NAME_CONNECTORS, NOT_NAME, PLURAL_ENDINGS, PRONOUNS, is_cap, is_nounish, is_year,
+    DETERMINERS,
+    MONTHS,
+    NAME_CONNECTORS,
+    NOT_NAME,
+    PLURAL_ENDINGS,
+    PRONOUNS,
+    is_cap,
+    is_nounish,
+    is_year,
 )
 from .sentences import SPACES, Sentence, Token
 

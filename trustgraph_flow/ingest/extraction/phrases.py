@@ -10,8 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lexicon import (
-    AUXILIARIES, CLASSIFIERS, COPULA, DETERMINERS, HAVE, MODALS, NEGATIONS, NP_ADJECTIVES, NUMBER_WORDS,
-    POSSESSIVE_PRONOUNS, PREPOSITIONS, is_adverb, is_cap, is_nounish, is_verb,
+    AUXILIARIES,
+    CLASSIFIERS,
+    COPULA,
+    DETERMINERS,
+    HAVE,
+    MODALS,
+    NEGATIONS,
+    NP_ADJECTIVES,
+    NUMBER_WORDS,
+    POSSESSIVE_PRONOUNS,
+    PREPOSITIONS,
+    is_adverb,
+    is_cap,
+    is_nounish,
+    is_verb,
 )
 from .mentions import Item
 from .names import canonical

@@ -14,12 +14,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lexicon import (
-    CLASSIFIERS, CONJUNCTIONS, DETERMINERS, PARTICLES, POSSESSIVE_PRONOUNS, PREPOSITIONS, REPORTING_VERBS,
-    TITLE_NOUNS, WH, is_nounish, is_verb,
+    CLASSIFIERS,
+    CONJUNCTIONS,
+    DETERMINERS,
+    PARTICLES,
+    POSSESSIVE_PRONOUNS,
+    PREPOSITIONS,
+    REPORTING_VERBS,
+    TITLE_NOUNS,
+    WH,
+    is_nounish,
+    is_verb,
 )
 from .mentions import Item
 from .names import canonical
-from .phrases import VerbGroup, argument_list, noun_phrase, normalise_predicate, np_word, verb_group
+from .phrases import VerbGroup, argument_list, normalise_predicate, noun_phrase, np_word, verb_group
 from .state import TextState, add_definition, emit
 
 #: How many coordinated verb groups may follow one another ("X did A, and B, and C ...").

@@ -9,7 +9,7 @@ turn.  Resolving a pronoun is a table from the pronoun to the rule that finds it
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .lexicon import CLASSIFIERS, COPULA, POSSESSIVE_PRONOUNS, PREPOSITIONS, PRONOUNS, TITLE_NOUNS, is_nounish
 from .mentions import Item

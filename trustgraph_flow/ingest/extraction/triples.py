@@ -9,8 +9,9 @@ literals, typed ``xsd:gYear`` or ``xsd:integer`` when they obviously are one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from trustgraph_base.provenance.namespaces import RDFS_LABEL, SKOS_DEFINITION, XSD, XSD_INTEGER
 from trustgraph_base.provenance.uris import entity_uri

@@ -8,10 +8,20 @@ imported on first use, so a command that decodes nothing never imports a convert
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 from ..decoding import (
-    APPLICATION_PDF, DOCX, EPUB, PPTX, TEXT_CSV, TEXT_HTML, TEXT_MARKDOWN, TEXT_PLAIN, TEXT_TSV, XLSX, DecodedPage,
+    APPLICATION_PDF,
+    DOCX,
+    EPUB,
+    PPTX,
+    TEXT_CSV,
+    TEXT_HTML,
+    TEXT_MARKDOWN,
+    TEXT_PLAIN,
+    TEXT_TSV,
+    XLSX,
+    DecodedPage,
     UnknownKind,
 )
 

@@ -10,8 +10,8 @@ section of its own.  The label names the section by its heading, so a source cha
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..decoding import DecodedPage
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..decoding import KIND_NAMES, XLSX, BrokenDocument, DecodedPage, EmptyDocument
 from .containers import open_zip

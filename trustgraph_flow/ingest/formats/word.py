@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 
-from ..decoding import KIND_NAMES, DOCX, BrokenDocument, DecodedPage, EmptyDocument
+from ..decoding import DOCX, KIND_NAMES, BrokenDocument, DecodedPage, EmptyDocument
 from .containers import open_zip
 from .sections import Block, pages_from_blocks
 

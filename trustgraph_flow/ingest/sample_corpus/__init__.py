@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from functools import lru_cache
 from importlib import resources
 
@@ -27,7 +27,7 @@ QUICKSTART_QUESTION = "Who discovered polonium?"
 QUESTION_KINDS = ("graph", "document", "agent")
 
 # Fixed metadata so the generated PDF is byte-for-byte the same on every load.
-_PDF_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+_PDF_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)

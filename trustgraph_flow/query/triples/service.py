@@ -16,7 +16,13 @@ from trustgraph_base.processor.metrics import STORE_LOOKUPS
 from trustgraph_base.provenance.namespaces import RDF_TYPE
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
-    IRI, Term, TraceListRequest, TraceListResponse, TriplePattern, TriplesQueryRequest, TriplesQueryResponse,
+    IRI,
+    Term,
+    TraceListRequest,
+    TraceListResponse,
+    TriplePattern,
+    TriplesQueryRequest,
+    TriplesQueryResponse,
 )
 
 from ...common.services import request_spec

@@ -6,8 +6,13 @@ import asyncio
 
 from trustgraph_base.processor import Processor, launch
 from trustgraph_base.schema import (
-    ChunkMatch, DocumentEmbeddingsRequest, DocumentEmbeddingsResponse, EntityMatch, GraphEmbeddingsRequest,
-    GraphEmbeddingsResponse, iri,
+    ChunkMatch,
+    DocumentEmbeddingsRequest,
+    DocumentEmbeddingsResponse,
+    EntityMatch,
+    GraphEmbeddingsRequest,
+    GraphEmbeddingsResponse,
+    iri,
 )
 
 from ...common.services import request_spec

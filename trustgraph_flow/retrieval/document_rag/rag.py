@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import (
-    docrag_exploration_triples, docrag_question_triples, docrag_synthesis_triples,
+    docrag_exploration_triples,
+    docrag_question_triples,
+    docrag_synthesis_triples,
 )
 from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error, Source
 from trustgraph_base.store.triples import check_names

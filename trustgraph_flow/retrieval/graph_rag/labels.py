@@ -11,8 +11,8 @@ as everywhere else (:mod:`trustgraph_base.rdf.labels`).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from trustgraph_base.provenance.triples import edge_id
 from trustgraph_base.rdf.labels import fallback_label, term_label

@@ -22,16 +22,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.sources import build_source_chains, source_documents, source_patterns, source_walk
 from trustgraph_base.provenance.triples import (
-    exploration_triples, focus_triples, question_triples, synthesis_triples,
+    exploration_triples,
+    focus_triples,
+    question_triples,
+    synthesis_triples,
 )
 from trustgraph_base.schema import (
-    EdgeSource, EntityMatch, Error, GraphRagQuery, GraphRagResponse, Term, Triple, TriplePattern,
+    EdgeSource,
+    EntityMatch,
+    Error,
+    GraphRagQuery,
+    GraphRagResponse,
+    Term,
+    Triple,
+    TriplePattern,
 )
 from trustgraph_base.store.triples import check_names
 

@@ -7,8 +7,9 @@ repeats are skipped and counted — never fatal — and the selection is capped 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from trustgraph_base.provenance.triples import EdgeSelection
 from trustgraph_base.schema import Triple

@@ -10,8 +10,8 @@ aside as labels rather than shown to the LLM as knowledge.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from trustgraph_base.provenance.namespaces import RDFS_LABEL
 from trustgraph_base.rdf.terms import serialize_term

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import logging
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from trustgraph_base.processor import Processor, launch, raise_on_error
 from trustgraph_base.provenance.answers import marked_stages
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 MAX_DURATION_SECONDS = 100 * 365.25 * 86400
 #: How far in the future a Question's start time may lie (clock skew); later ones count as unknown.
 CLOCK_SKEW = timedelta(days=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class TraceBeingWritten(Exception):
@@ -124,7 +124,7 @@ class TraceAdminService(StoreBackedProcessor, Processor):
         walker = self._walker(user, collection, uri)
         query = functools.partial(self._query, user, collection)
         step = await walker.walk(query)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         started = started_at(summary, now)
         age = (now - started).total_seconds() if started is not None else math.inf
         if not walker.finished() and age < grace_seconds:
@@ -207,7 +207,7 @@ class TraceAdminService(StoreBackedProcessor, Processor):
 
     async def prune(self, user: str, collection: str, older_than: float, grace: float,
                     dry_run: bool) -> TraceAdminResponse:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         total = TraceAdminResponse()
         rows = await self._rows(user, collection)
         covered: set[str] = set()  # the traces (sub-traces included) already deleted, or counted by a dry run
