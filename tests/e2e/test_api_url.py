@@ -309,6 +309,11 @@ def test_a_message_too_large_for_the_gateway_is_refused_before_it_is_sent(deploy
                          contains="too large to send over the gateway")
     assert via.ok("tg-show-library-documents", "-C", collection).stdout == (
         f"No documents in collection {collection} of user {deployment.user}.\n")
+    ttl = tmp_path / "long.ttl"
+    ttl.write_text(f'<http://example.org/e2e/a> <http://example.org/e2e/note> "{"x" * 1_500_000}" .\n'
+                   '<http://example.org/e2e/a> <http://example.org/e2e/p> <http://example.org/e2e/b> .\n')
+    assert_clean_failure(via.run("tg-load-turtle", str(ttl), "-C", collection), EXIT_USAGE,
+                         contains="The gateway carries messages of at most")  # checked before it connects
 
 
 def test_a_gateway_that_is_down_is_exit_3():
