@@ -8,7 +8,8 @@ The first frame must be ``{"type": "auth", "token": "…"}``; the answer is
 Ids are the client's own (TrustGraph numbers them ``req-1``, ``req-2``, … per connection),
 so they are kept per socket.  Every bad frame (not JSON, not an object, no id, an id in use,
 too large, too many requests open, binary) gets an error frame and the socket stays usable.
-Requests still open when the socket closes are cancelled.
+Requests still open when the socket closes are cancelled.  :class:`Socket` is also the framing of
+this project's own channel (``/api/v1/native``, :mod:`.native`), which has frames of its own.
 """
 
 from __future__ import annotations
