@@ -38,7 +38,7 @@ from trustgraph_base.provenance.triples import (
     question_triples,
     synthesis_triples,
 )
-from trustgraph_base.provenance.walk import collect_trace
+from trustgraph_base.provenance.walk import PATTERN_LIMIT, collect_trace
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
     DocumentMetadata,
@@ -391,8 +391,8 @@ def malformed_traces() -> tuple[list[Triple], int]:
                                                  t(e, ns.TG_EDGE_COUNT, "urn:x:n")]
     for text in ("99999-99-99", "9999-01-01T00:00:00Z", "-1", "9" * 5000):  # bad and far-future times
         out += q(uris.question_uri(uris.new_id()), time_term=literal(text, ns.XSD_DATETIME))
-    fan = uris.question_uri(uris.new_id())        # more children than one pattern returns
-    out += q(fan) + [t(f"urn:x:fan:{i}", ns.PROV_WAS_DERIVED_FROM, fan) for i in range(12_000)]
+    fan = uris.question_uri(uris.new_id())        # more children than one pattern returns (three passes)
+    out += q(fan) + [t(f"urn:x:fan:{i}", ns.PROV_WAS_DERIVED_FROM, fan) for i in range(2 * PATTERN_LIMIT + 100)]
     deep = uris.question_uri(uris.new_id())       # a chain longer than the rounds of one pass
     out += q(deep) + [t(f"urn:x:deep:{i}", ns.PROV_WAS_DERIVED_FROM, f"urn:x:deep:{i - 1}" if i else deep)
                       for i in range(100)]
