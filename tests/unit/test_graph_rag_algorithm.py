@@ -94,6 +94,18 @@ def test_resolve_selection_skips_unknown_duplicate_and_excess_ids():
     assert any("unknown edge id" in x for x in r.reasons) and any("twice" in x for x in r.reasons)
 
 
+def test_resolve_selection_keeps_a_valid_score_and_concept_and_ignores_malformed_ones():
+    edges = [t("a", "p", "b"), t("b", "p", "c"), t("c", "p", "d"), t("d", "p", "e")]
+    g = get_labelgraph(edges, {})
+    objects = [{"id": g.ids[0], "reasoning": "r", "score": 0.8, "concept": " polonium "},
+               {"id": g.ids[1], "reasoning": "r", "score": "high", "concept": 7},
+               {"id": g.ids[2], "reasoning": "r", "score": float("nan")},
+               {"id": g.ids[3], "reasoning": "r", "score": True}]
+    r = resolve_selection(objects, g.uri_map)
+    assert [(s.score, s.concept) for s in r.selections] == [(0.8, "polonium"), (None, ""), (None, ""), (None, "")]
+    assert r.dropped == 0  # a malformed optional field never costs the selection
+
+
 def test_source_chain_reaches_the_document_and_sources_are_deduplicated():
     doc = "https://trustgraph.ai/doc/curie"
     page = uris.page_uri(doc, 2)
