@@ -20,6 +20,7 @@ from trustgraph_base.provenance import (
     agent_iteration_triples,
     agent_observation_triples,
     agent_session_triples,
+    agent_thought_triples,
     chunk_triples,
     docrag_exploration_triples,
     docrag_question_triples,
@@ -319,6 +320,7 @@ def test_agent_builders_have_the_v2_signatures():
 
     assert positional(agent_session_triples) == ["session_uri", "query", "timestamp"]
     assert positional(agent_iteration_triples) == ["iteration_uri", "parent_uri", "action", "arguments"]
+    assert positional(agent_thought_triples) == ["thought_uri", "iteration_uri"]
     assert positional(agent_observation_triples) == ["observation_uri", "iteration_uri"]
     assert positional(agent_final_triples) == ["final_uri", "parent_uri", "document_uri"]
 
@@ -332,6 +334,7 @@ def test_agent_triples():
     ts = (agent_session_triples(q, "Plan a trip", WHEN)
           + agent_iteration_triples(a1, q, "knowledge-query", {"z": 1, "question": "Paris?"}, thought_uri=t1,
                                     usage=LlmUsage(812, 40, "gpt-x"))
+          + agent_thought_triples(t1, a1)
           + agent_observation_triples(o1, a1)
           + agent_iteration_triples(a2, o1, "none", '{"already": "json"}')
           + agent_observation_triples(o2, a2, tool_error="timeout")
@@ -351,8 +354,12 @@ def test_agent_triples():
     assert only(ts, a1, ns.TG_IN_TOKEN) == literal("812", datatype=XSD + "integer")
     assert only(ts, a1, ns.TG_LLM_MODEL) == literal("gpt-x")
     assert not {ns.TG_IN_TOKEN, ns.TG_LLM_MODEL} & props(ts, a2).keys()
-    # the thought: an entity of its own whose text is the librarian document of the same URI (TrustGraph's shape)
+    # the thought: an entity of its own whose text is the librarian document of the same URI (TrustGraph's shape);
+    # each builder describes one node, as TrustGraph's client types an explain event by all of its types
     assert only(ts, a1, ns.TG_THOUGHT) == iri(t1)
+    for build in (agent_iteration_triples(a1, q, "a", {}, thought_uri=t1), agent_thought_triples(t1, a1),
+                  agent_observation_triples(o1, a1)):
+        assert len({t.s.value for t in build}) == 1
     assert types(ts, t1) == {ns.PROV_ENTITY, ns.TG_REFLECTION_TYPE, ns.TG_THOUGHT_TYPE}
     assert only(ts, t1, ns.PROV_WAS_DERIVED_FROM) == iri(a1) and only(ts, t1, ns.TG_DOCUMENT) == iri(t1)
     assert ns.TG_THOUGHT not in props(ts, a2)  # no thought given: none recorded
@@ -409,6 +416,7 @@ def all_builder_triples() -> list[Triple]:
             + docrag_synthesis_triples("urn:s:2", "urn:e:2", "x", "urn:d:2", usage=LlmUsage(1, 1, "m"))
             + agent_session_triples("urn:q:3", "q", WHEN)
             + agent_iteration_triples("urn:a:3", "urn:q:3", "a", {}, thought_uri="urn:t:3", usage=LlmUsage(1, 1, "m"))
+            + agent_thought_triples("urn:t:3", "urn:a:3")
             + agent_observation_triples("urn:o:3", "urn:a:3", tool_error="e")
             + agent_final_triples("urn:c:3", "urn:o:3", "urn:d:3", termination_reason="r")
             + document_triples(doc, "T", "text/plain", 1) + page_triples("urn:p:1", doc, 1, activity_uri="urn:act:1")
@@ -476,6 +484,7 @@ def test_builders_reject_invalid_iris(bad):
         lambda: agent_session_triples(bad, "q", WHEN),
         lambda: agent_iteration_triples(ok, bad, "a", {}),
         lambda: agent_iteration_triples(ok, ok, "a", {}, thought_uri=bad or "urn:x:<empty>"),
+        lambda: agent_thought_triples(bad, ok),
         lambda: agent_observation_triples(bad, ok),
         lambda: agent_final_triples(bad, ok, "urn:d:1"),
         lambda: agent_final_triples(ok, ok, bad or "urn:x:<empty>"),
@@ -552,6 +561,7 @@ def test_only_a_final_stage_ends_a_trace():
     assert not ends_a_trace(grounding_triples(uris.grounding_uri(s), q, ["c"]))
     assert not ends_a_trace(agent_iteration_triples(uris.agent_iteration_uri(s, 1), uris.agent_session_uri(s), "a",
                                                     {}, thought_uri=uris.agent_thought_uri(s, 1)))
+    assert not ends_a_trace(agent_thought_triples(uris.agent_thought_uri(s, 1), uris.agent_iteration_uri(s, 1)))
     assert not ends_a_trace(agent_observation_triples(uris.agent_observation_uri(s, 1),
                                                       uris.agent_iteration_uri(s, 1)))
     assert not ends_a_trace([])

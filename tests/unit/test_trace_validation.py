@@ -14,6 +14,7 @@ from trustgraph_base.provenance import (
     agent_iteration_triples,
     agent_observation_triples,
     agent_session_triples,
+    agent_thought_triples,
     docrag_exploration_triples,
     docrag_question_triples,
     docrag_synthesis_triples,
@@ -74,8 +75,10 @@ def agent_trace(session: str = "a1", iterations: int = 2) -> list[Triple]:
     parent = q
     for n in range(1, iterations + 1):
         a, o = uris.agent_iteration_uri(session, n), uris.agent_observation_uri(session, n)
-        out += agent_iteration_triples(a, parent, "knowledge-query", {"question": f"q{n}"},
-                                       thought_uri=uris.agent_thought_uri(session, n), usage=USAGE)
+        t = uris.agent_thought_uri(session, n)
+        out += agent_iteration_triples(a, parent, "knowledge-query", {"question": f"q{n}"}, thought_uri=t,
+                                       usage=USAGE)
+        out += agent_thought_triples(t, a)
         out += agent_observation_triples(o, a)
         parent = o
     return out + agent_final_triples(uris.agent_final_uri(session), parent, uris.agent_answer_uri(session),

@@ -1,7 +1,13 @@
 """Provenance vocabulary, URI generators and trace builders (DESIGN.md section 3)."""
 
 from . import namespaces, uris
-from .agent import agent_final_triples, agent_iteration_triples, agent_observation_triples, agent_session_triples
+from .agent import (
+    agent_final_triples,
+    agent_iteration_triples,
+    agent_observation_triples,
+    agent_session_triples,
+    agent_thought_triples,
+)
 from .namespaces import GRAPH_DEFAULT, GRAPH_RETRIEVAL, GRAPH_SOURCE, TG
 from .triples import (
     EdgeSelection,

@@ -1,8 +1,10 @@
 """Trace builders for the ReAct agent (DESIGN.md 3.3; trace model v2, docs/trace-model.md).
 
-An iteration is an Analysis (the action and its arguments; the Thought that led to it) and an
+An iteration is an Analysis (the action and its arguments), the Thought that led to it and an
 Observation (what the tool returned); the texts of thoughts, observations and the final answer
 are librarian documents the trace names with ``tg:document``, in TrustGraph 2.11.1's shape.
+Each builder describes one node, so each is one explain event: TrustGraph's client types an
+event by every ``rdf:type`` in it, whatever its subject.
 ``arguments`` may be a dict (stored as canonical JSON) or an already-encoded JSON string.
 """
 
@@ -16,7 +18,8 @@ from ..schema.primitives import Triple
 from . import namespaces as ns
 from .triples import LABEL, LlmUsage, _c, _c_lit, _iri, _text, _types, _usage, timestamp_literal
 
-__all__ = ["agent_session_triples", "agent_iteration_triples", "agent_observation_triples", "agent_final_triples"]
+__all__ = ["agent_session_triples", "agent_iteration_triples", "agent_thought_triples", "agent_observation_triples",
+           "agent_final_triples"]
 
 
 def agent_session_triples(session_uri: str, query: str, timestamp: datetime | str | None = None, *,
@@ -36,8 +39,8 @@ def agent_iteration_triples(iteration_uri: str, parent_uri: str, action: str, ar
     """One Analysis: the action the model chose and its arguments (JSON), derived from the previous step (the
     Question, or the previous iteration's Observation); ``usage``: the model call that chose it.
 
-    With ``thought_uri`` the Analysis names its Thought (``tg:thought``), an entity derived from it whose
-    text is the librarian document of the same URI (none when the model gave no thought).
+    With ``thought_uri`` the Analysis names its Thought (``tg:thought``, :func:`agent_thought_triples`; none
+    when the model gave no thought).
     """
     a = _iri(iteration_uri)
     if not isinstance(arguments, str):
@@ -49,12 +52,17 @@ def agent_iteration_triples(iteration_uri: str, parent_uri: str, action: str, ar
     out.append(Triple(a, _c(ns.TG_ARGUMENTS), _text(arguments), graph))
     _usage(out, a, usage, graph)
     if thought_uri:
-        t = _iri(thought_uri)
-        out.append(Triple(a, _c(ns.TG_THOUGHT), t, graph))
-        out += _types(t, graph, ns.PROV_ENTITY, ns.TG_REFLECTION_TYPE, ns.TG_THOUGHT_TYPE)
-        out.append(Triple(t, LABEL, _c_lit("Thought"), graph))
-        out.append(Triple(t, _c(ns.PROV_WAS_DERIVED_FROM), a, graph))
-        out.append(Triple(t, _c(ns.TG_DOCUMENT), t, graph))
+        out.append(Triple(a, _c(ns.TG_THOUGHT), _iri(thought_uri), graph))
+    return out
+
+
+def agent_thought_triples(thought_uri: str, iteration_uri: str, *, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Thought of an Analysis: derived from it; its text is the librarian document of the same URI."""
+    t = _iri(thought_uri)
+    out = _types(t, graph, ns.PROV_ENTITY, ns.TG_REFLECTION_TYPE, ns.TG_THOUGHT_TYPE)
+    out.append(Triple(t, LABEL, _c_lit("Thought"), graph))
+    out.append(Triple(t, _c(ns.PROV_WAS_DERIVED_FROM), _iri(iteration_uri), graph))
+    out.append(Triple(t, _c(ns.TG_DOCUMENT), t, graph))
     return out
 
 

@@ -9,14 +9,12 @@ the trace that stored it.  "Answers" are every document a trace stores in the li
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ..rdf.terms import TermError, validate_iri
 from ..schema.library import DocumentMetadata
 from ..schema.primitives import IRI, Term, Triple
 from . import namespaces as ns
 
-__all__ = ["answer_marker", "marked_stages", "naming_stage"]
+__all__ = ["answer_marker", "marked_stages"]
 
 
 def answer_marker(answer_id: str, stage_uri: str) -> list[Triple]:
@@ -27,19 +25,6 @@ def answer_marker(answer_id: str, stage_uri: str) -> list[Triple]:
     except TermError:
         return []
     return [Triple(Term(IRI, stage_uri), Term(IRI, ns.TG_DOCUMENT), Term(IRI, answer_id))]
-
-
-def naming_stage(answer_id: str, message_stage: str, triples: Iterable[Triple]) -> str:
-    """The node of ``triples`` (a stage's explain triples) that names ``answer_id`` with ``tg:document``.
-
-    Usually the stage itself (a Synthesis, a Conclusion); for an agent's thought the stage is the Analysis and
-    the node naming the document is its Thought.  ``message_stage`` when no triple names it.
-    """
-    for t in triples:
-        if (isinstance(t, Triple) and t.p is not None and t.p.value == ns.TG_DOCUMENT and t.o is not None
-                and t.o.type == IRI and t.o.value == answer_id and t.s is not None and t.s.type == IRI):
-            return t.s.value
-    return message_stage
 
 
 def marked_stages(meta: DocumentMetadata) -> list[str]:

@@ -13,8 +13,7 @@ of that type).
 Answers of the RAG services are stored here as ``document_type="answer"``; they arrive on the
 ``answer-store`` flow queue (:class:`StoredAnswer`), each with the explain stage that points at
 it, which is recorded in the answer's metadata (:mod:`trustgraph_base.provenance.answers`) and
-passed on to the triple store once the answer is stored; an agent's thoughts and observations
-arrive the same way, with the Analysis or Observation that names them.
+passed on to the triple store once the answer is stored.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import asyncio
 import logging
 
 from trustgraph_base.processor import Processor, launch
-from trustgraph_base.provenance.answers import answer_marker, naming_stage
+from trustgraph_base.provenance.answers import answer_marker
 from trustgraph_base.schema import (
     DocumentRef,
     DocumentSummary,
@@ -79,8 +78,7 @@ class LibrarianService(StoreBackedProcessor, Processor):
         if meta is None or not meta.id or meta.document_type != ANSWER:
             raise ValueError("the answer-store queue takes answers: metadata with an id and document_type 'answer'")
         if msg.explain_id:
-            stage = naming_stage(meta.id, msg.explain_id, msg.explain_triples or [])
-            meta.metadata = [*meta.metadata, *answer_marker(meta.id, stage)]
+            meta.metadata = [*meta.metadata, *answer_marker(meta.id, msg.explain_id)]
         try:
             await asyncio.to_thread(self.store.add_document, msg.user, msg.collection, meta, msg.content)
         except DocumentExists as e:  # another answer under this id: retrying cannot help, dead-letter it

@@ -3,7 +3,7 @@
 Each iteration: prompt ``agent-react`` → parse (a parse failure becomes an observation the
 agent can recover from) → run the tool → observation.  When ``session_id`` is set, the trace
 is Question ← Analysis 1 ← Observation 1 ← Analysis 2 ← ... ← Conclusion (DESIGN.md 3.3,
-docs/trace-model.md): each Analysis (the action, and its Thought) is emitted and stored as soon
+docs/trace-model.md): each Analysis (the action) and its Thought are emitted and stored as soon
 as the model chose the action, each Observation as soon as the tool answered.  The texts of
 thoughts, observations and the final answer are librarian documents, each stored before the
 stage that names it (as the RAG services store their answers).  A ``knowledge-query`` or
@@ -29,6 +29,7 @@ from trustgraph_base.provenance.agent import (
     agent_iteration_triples,
     agent_observation_triples,
     agent_session_triples,
+    agent_thought_triples,
 )
 from trustgraph_base.provenance.triples import LlmUsage
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
@@ -154,8 +155,10 @@ class ReactAgent:
         if session.explainable:
             thought_uri = uris.agent_thought_uri(req.session_id, n) if thought else ""
             await session.explain(it_uri, agent_iteration_triples(it_uri, parent, action, arguments,
-                                                                  thought_uri=thought_uri, usage=usage),
-                                  answer=(thought_uri, thought) if thought_uri else None)
+                                                                  thought_uri=thought_uri, usage=usage))
+            if thought_uri:
+                await session.explain(thought_uri, agent_thought_triples(thought_uri, it_uri),
+                                      answer=(thought_uri, thought))
         if step is not None:
             observation, tool_error = await self._act(req, session, tools, action, arguments, it_uri)
         await session.send(AgentResponse(message_type="observation", content=observation, end_of_message=True,
