@@ -146,6 +146,8 @@ def test_model_requests_leave_before_the_explain_work_that_does_not_need_them():
 
         async def query(self, user, collection, patterns, **walk):
             order.append("source walk" if walk.get("follow") else "explore")
+            await asyncio.sleep(0)  # a request's wait: the stages queued before it are written meanwhile
+            order.append("answered")
             return [] if walk.get("follow") else [edge]
 
         async def prompt(self, template, terms):
@@ -175,3 +177,7 @@ def test_model_requests_leave_before_the_explain_work_that_does_not_need_them():
     assert sent[-1].error is None, sent[-1].error
     assert order.index("kg-edge-selection") < order.index("store exploration")
     assert order.index("kg-synthesis") < order.index("source walk")
+    # the Grounding goes out as soon as the seed entities are known: while the exploration's first hop is asked
+    assert order[:4] == ["explore", "store question", "store grounding", "answered"], order
+    explain = [m.explain_id.split(":")[-2] for m in sent if m.message_type == "explain"]
+    assert explain == ["question", "grounding", "exploration", "focus", "synthesis"]

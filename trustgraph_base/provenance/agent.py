@@ -1,4 +1,4 @@
-"""Trace builders for the ReAct agent (DESIGN.md 3.3; trace model v2, docs/trace-model.md).
+"""Trace builders for the ReAct agent (trace model v2, docs/trace-model.md).
 
 An iteration is an Analysis (the action and its arguments), the Thought that led to it and an
 Observation (what the tool returned); the texts of thoughts, observations and the final answer

@@ -2,9 +2,9 @@
 
 Each iteration: prompt ``agent-react`` → parse (a parse failure becomes an observation the
 agent can recover from) → run the tool → observation.  When ``session_id`` is set, the trace
-is Question ← Analysis 1 ← Observation 1 ← Analysis 2 ← ... ← Conclusion (DESIGN.md 3.3,
-docs/trace-model.md): each Analysis (the action) and its Thought are emitted and stored as soon
-as the model chose the action, each Observation as soon as the tool answered.  The texts of
+is Question ← Analysis 1 ← Observation 1 ← Analysis 2 ← ... ← Conclusion (docs/trace-model.md):
+each Analysis (the action) and its Thought are emitted and stored as soon as the model chose the
+action, each Observation as soon as the tool answered.  The texts of
 thoughts, observations and the final answer are librarian documents, each stored before the
 stage that names it (as the RAG services store their answers).  A ``knowledge-query`` or
 ``document-query`` tool call passes its Analysis URI as ``parent_uri`` to the sub-query, whose
