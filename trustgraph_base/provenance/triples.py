@@ -60,9 +60,13 @@ def _int(value: int) -> Term:
 
 
 def _double(value: float) -> Term:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if type(value) is not float:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TermError(f"expected a finite number, got {value!r}")
+        value = float(value)
+    if not math.isfinite(value):
         raise TermError(f"expected a finite number, got {value!r}")
-    return Term(LITERAL, repr(float(value)), ns.XSD_DOUBLE)
+    return Term(LITERAL, repr(value), ns.XSD_DOUBLE)
 
 
 def timestamp_literal(when: datetime | str | None = None) -> Term:
@@ -200,13 +204,17 @@ def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[Edg
     sel_p, edge_p, reason_p = _c(ns.TG_SELECTED_EDGE), _c(ns.TG_EDGE), _c(ns.TG_REASONING)
     score_p, concept_p = _c(ns.TG_SCORE), _c(ns.TG_CONCEPT)
     sel_type = _c(ns.TG_EDGE_SELECTION)
+    # Selection i is "<prefix><i>": the prefix is checked once, and digits keep an IRI valid.
+    prefix = edge_selection_uri(session_id, 0)[:-1]
+    validate_iri(prefix + "0")
+    concepts: dict[str, Term] = {}  # a few concepts reach many edges: each literal is checked once
     for i, sel in enumerate(selections):
         if isinstance(sel, EdgeSelection):
             edge, reasoning, score, concept = sel.edge, sel.reasoning, sel.score, sel.concept
         else:
             (edge, reasoning), score, concept = sel, None, ""
         quoted = validate_term(Term(TRIPLE, triple=Triple(edge.s, edge.p, edge.o)))
-        u = _iri(edge_selection_uri(session_id, i))
+        u = Term(IRI, f"{prefix}{i}")
         out.append(Triple(f, sel_p, u, graph))
         out.append(Triple(u, A, sel_type, graph))
         out.append(Triple(u, edge_p, quoted, graph))
@@ -215,7 +223,10 @@ def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[Edg
         if score is not None:
             out.append(Triple(u, score_p, _double(score), graph))
         if concept:
-            out.append(Triple(u, concept_p, _text(concept), graph))
+            term = concepts.get(concept)
+            if term is None:
+                term = concepts[concept] = _text(concept)
+            out.append(Triple(u, concept_p, term, graph))
     return out
 
 
