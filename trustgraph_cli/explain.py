@@ -210,9 +210,8 @@ def _usage_text(usage: dict | None) -> str:
     """``Model: m (120 in / 30 out tokens)`` for a stage's model call; ``""`` when none was recorded."""
     if not usage:
         return ""
-    tokens = f"{usage['in_token']} in / {usage['out_token']} out tokens" if usage["in_token"] is not None else ""
-    model = usage.get("model") or "?"
-    return f"Model: {model}" + (f" ({tokens})" if tokens else "")
+    tokens = " / ".join(f"{usage[k]} {k.split('_')[0]}" for k in ("in_token", "out_token") if usage[k] is not None)
+    return f"Model: {usage.get('model') or '?'}" + (f" ({tokens} tokens)" if tokens else "")
 
 
 def _answer(text: str | None, max_answer: int) -> list[str]:
