@@ -257,8 +257,8 @@ async def test_store_timeout_is_a_clear_error(deployment, llm_server, llm_settin
 
 async def test_lost_explain_write_ends_the_session_with_an_error_and_no_gap(deployment, llm_server, llm_settings):
     """Injected fault: the explain write of the focus stage fails.  Writes run beside the query, but
-    the session still ends in an error, and storage holds question, exploration and an Error derived
-    from the exploration: nothing after the lost stage, so the trace has no hole and validates."""
+    the session still ends in an error, and storage holds question, grounding, exploration and an Error
+    derived from the exploration: nothing after the lost stage, so the trace has no hole and validates."""
     llm_server.set_script(polonium_script({}))
     stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
     try:
