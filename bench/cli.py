@@ -128,8 +128,10 @@ def trace_batches(n: int, batch: int = 2000):
     from trustgraph_base.provenance import EdgeSelection, uris
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.provenance.triples import (
+        LlmUsage,
         exploration_triples,
         focus_triples,
+        grounding_triples,
         question_triples,
         synthesis_triples,
     )
@@ -150,12 +152,17 @@ def trace_batches(n: int, batch: int = 2000):
         out += question_triples(q, f"Benchmark question number {i}: who discovered polonium?",
                                 base + timedelta(seconds=i))
         if i % FULL_EVERY == 0 or i == n - 1:
-            e, f, s = uris.exploration_uri(session), uris.focus_uri(session), uris.synthesis_uri(session)
+            g, e, f, s = (uris.grounding_uri(session), uris.exploration_uri(session), uris.focus_uri(session),
+                          uris.synthesis_uri(session))
             doc = uris.answer_document_uri(session)
-            out += exploration_triples(e, q, 150, [ents[0], ents[1]])
-            out += focus_triples(f, e, [EdgeSelection(edges[0], "names the discoverer of polonium"),
-                                        EdgeSelection(edges[1], "the same laboratory's other discovery")], session)
-            out += synthesis_triples(s, f, doc, llm_model="bench")
+            out += grounding_triples(g, q, ["Marie Curie", "polonium"])
+            out += exploration_triples(e, q, 150, [ents[0], ents[1]], grounding_uri=g)
+            out += focus_triples(f, e, [EdgeSelection(edges[0], "names the discoverer of polonium", score=0.8,
+                                                      concept="polonium"),
+                                        EdgeSelection(edges[1], "the same laboratory's other discovery", score=0.4,
+                                                      concept="Marie Curie")], session,
+                                 usage=LlmUsage(900, 40, "bench"))
+            out += synthesis_triples(s, f, doc, usage=LlmUsage(300, 20, "bench"))
             answers.append((doc, f"Marie Curie discovered polonium (trace {i})."))
         if len(out) >= batch:
             yield out, answers

@@ -22,8 +22,10 @@ from collections.abc import Callable
 from trustgraph_base.codec import decode, encode
 from trustgraph_base.provenance import (
     EdgeSelection,
+    LlmUsage,
     exploration_triples,
     focus_triples,
+    grounding_triples,
     question_triples,
     synthesis_triples,
     uris,
@@ -53,16 +55,24 @@ def knowledge_edges(n: int) -> list[Triple]:
 
 EDGES = knowledge_edges(EDGES_PER_TRACE)
 REASONS = [f"Edge {i} links the question's entity to the answer" for i in range(EDGES_PER_TRACE)]
+#: The seed entities a query starts from (GraphRAG's Grounding names them, its Exploration lists them).
+SEEDS = 10
+USAGE = LlmUsage(2400, 180, "bench-model")
 
 
 def build_trace(session: str) -> list[list[Triple]]:
-    """One GraphRAG trace, as the four explain stages a query emits."""
-    q, e, f = uris.question_uri(session), uris.exploration_uri(session), uris.focus_uri(session)
+    """One GraphRAG trace, as the five explain stages a query emits (trace model v2: with its Grounding, a score
+    and concept on every edge selection, the token usage of the two model calls)."""
+    q, g, e, f = (uris.question_uri(session), uris.grounding_uri(session), uris.exploration_uri(session),
+                  uris.focus_uri(session))
+    seeds = [iri(f"http://trustgraph.ai/e/entity-{i}") for i in range(SEEDS)]
     return [
         question_triples(q, "Which entities are related to entity 7?", "2025-06-01T09:30:00.000Z"),
-        exploration_triples(e, q, 150, [iri("http://trustgraph.ai/e/entity-7")]),
-        focus_triples(f, e, [EdgeSelection(edge, r) for edge, r in zip(EDGES, REASONS)], session),
-        synthesis_triples(uris.synthesis_uri(session), f, uris.answer_document_uri(session)),
+        grounding_triples(g, q, [f"Entity number {i}" for i in range(SEEDS)]),
+        exploration_triples(e, q, 150, seeds, grounding_uri=g),
+        focus_triples(f, e, [EdgeSelection(edge, r, score=0.9 - i / 100, concept=f"Entity number {i % SEEDS}")
+                             for i, (edge, r) in enumerate(zip(EDGES, REASONS, strict=True))], session, usage=USAGE),
+        synthesis_triples(uris.synthesis_uri(session), f, uris.answer_document_uri(session), usage=USAGE),
     ]
 
 
@@ -120,7 +130,7 @@ def run(quick: bool = False) -> Results:
     med = statistics.median
     results.add(
         Figure("GraphRAG trace build+encode+decode (50 edges)", med(total), "us", target=2000, spread=spread(total),
-               note=f"{n_triples} triples in 4 explain messages"),
+               note=f"{n_triples} triples in {len(stages)} explain messages"),
         Figure("  of which build", med(b), "us", spread=spread(b)),
         Figure("  of which encode", med(enc), "us", spread=spread(enc)),
         Figure("  of which decode", med(dec), "us", spread=spread(dec)),

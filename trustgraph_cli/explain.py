@@ -25,8 +25,10 @@ from .common import (
 )
 from .terminal_text import printable, quoted
 
-#: What showing a trace uses: its triples and the stored answer.
+#: What showing a trace uses: its triples and the documents it stores (answers, an agent's thoughts and observations).
 TRACE_USES = ("triples", "librarian")
+#: Librarian requests a trace's documents are fetched with at once.
+DOCUMENT_FETCHES = 16
 #: What a source line says when the document an edge or chunk came from was removed (tg-remove-library-document).
 SOURCE_REMOVED = "source removed (the document it came from is no longer loaded)"
 _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
@@ -149,7 +151,6 @@ def check_trace_uri(uri: str) -> str:
 async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, target):
     """Show one stored trace: every stage, edge reasons and sources, the answer; or export it as RDF."""
     from trustgraph_base.provenance.walk import trace_answers, trace_questions
-    from trustgraph_base.schema import LibrarianRequest
 
     from .trace_model import TraceIndex, build_trace, trace_type
     from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples, removed_sources
@@ -178,18 +179,39 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
             chunks = [t.o.value for t in triples if t.p.value.endswith("/ns/selectedChunk")]
             chains.update(await chunk_chains(conn, user, collection, chunks))
             removed = await removed_sources(conn, user, collection, edges, chunks, chains)
-        answers = {}
-        # only the trace's own answers: a (forged) trace may point tg:document at any document
-        for doc in trace_answers([uri, *trace_questions(triples)], triples):
-            reply = await (await conn.client("librarian")).request(LibrarianRequest(
-                operation="get-document-content", user=user, collection=collection, document_id=doc))
-            if reply.error is None:
-                answers[doc] = reply.content.decode("utf-8", "replace")
+        # only the trace's own documents: a (forged) trace may point tg:document at any document
+        answers = await _documents(conn, user, collection, trace_answers([uri, *trace_questions(triples)], triples))
         trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains, removed=removed)
     if fmt == "json":
         out_json(trace)
     else:
         render_text(trace, show_provenance, max_answer)
+
+
+async def _documents(conn, user: str, collection: str, ids: list[str]) -> dict[str, str]:
+    """The texts of librarian documents ``ids`` (the missing ones left out), :data:`DOCUMENT_FETCHES` at a time."""
+    import asyncio
+
+    from trustgraph_base.schema import LibrarianRequest
+
+    client = await conn.client("librarian")
+    gate = asyncio.Semaphore(DOCUMENT_FETCHES)
+
+    async def fetch(doc: str) -> tuple[str, str | None]:
+        async with gate:
+            reply = await client.request(LibrarianRequest(operation="get-document-content", user=user,
+                                                          collection=collection, document_id=doc))
+        return doc, reply.content.decode("utf-8", "replace") if reply.error is None else None
+
+    return {doc: text for doc, text in await asyncio.gather(*(fetch(d) for d in ids)) if text is not None}
+
+
+def _usage_text(usage: dict | None) -> str:
+    """``Model: m (120 in / 30 out tokens)`` for a stage's model call; ``""`` when none was recorded."""
+    if not usage:
+        return ""
+    tokens = " / ".join(f"{usage[k]} {k.split('_')[0]}" for k in ("in_token", "out_token") if usage[k] is not None)
+    return f"Model: {usage.get('model') or '?'}" + (f" ({tokens} tokens)" if tokens else "")
 
 
 def _answer(text: str | None, max_answer: int) -> list[str]:
@@ -222,6 +244,11 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
     p(f"Status: {_STATUS_TEXT.get(trace.get('status'), trace.get('status'))}")
     if trace.get("parent"):
         p(f"Asked by: {trace['parent']}")
+    if trace.get("grounding"):
+        p()
+        p("--- Grounding ---")
+        p("Concepts: " + ", ".join(trace["grounding"]["concepts"][:20])
+          + (" …" if len(trace["grounding"]["concepts"]) > 20 else ""))
     if kind == "graphrag":
         exp, focus, syn = trace["exploration"], trace["focus"], trace["synthesis"]
         if exp:
@@ -234,11 +261,16 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
         if focus:
             p()
             p("--- Focus (edge selection) ---")
+            if _usage_text(focus.get("usage")):
+                p(_usage_text(focus["usage"]))
             p(f"Selected {len(focus['selected_edges'])} edge(s):")
             for i, e in enumerate(focus["selected_edges"], 1):
                 lab = e["labels"] or {"s": "?", "p": "?", "o": "?"}
                 p(f"  {i}. ({lab['s']}, {lab['p']}, {lab['o']})")
                 p(f"     Reason: {e['reasoning']}")
+                if e.get("concept") or e.get("score") is not None:
+                    score = f"{e['score']:.4f}" if e.get("score") is not None else "-"
+                    p(f"     Concept: {e.get('concept') or '-'}  Score: {score}")
                 if show_provenance and e.get("source_removed"):
                     p(f"     Source: {SOURCE_REMOVED}")
                 elif show_provenance:
@@ -249,8 +281,8 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
         if syn:
             p()
             p("--- Synthesis ---")
-            if syn.get("model"):
-                p(f"Model: {syn['model']}")
+            if _usage_text(syn.get("usage")):
+                p(_usage_text(syn["usage"]))
             p("Answer:")
             for line in _answer(syn["answer"], max_answer):
                 p(line)
@@ -269,6 +301,8 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
         if syn:
             p()
             p("--- Synthesis ---")
+            if _usage_text(syn.get("usage")):
+                p(_usage_text(syn["usage"]))
             p("Answer:")
             for line in _answer(syn["answer"], max_answer):
                 p(line)
@@ -276,7 +310,9 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
         for i, a in enumerate(trace["analyses"], 1):
             p()
             p(f"--- Analysis {i} ({a['uri']}) ---")
-            p(f"Thought: {a['thought']}")
+            if _usage_text(a.get("usage")):
+                p(_usage_text(a["usage"]))
+            p(f"Thought: {a['thought'] if a['thought'] is not None else ''}")
             p(f"Action: {a['action']}")
             p(f"Arguments: {json.dumps(a['arguments'], ensure_ascii=False)}")
             p("Observation:")
@@ -291,6 +327,8 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
             c = trace["conclusion"]
             p()
             p("--- Conclusion ---")
+            if _usage_text(c.get("usage")):
+                p(_usage_text(c["usage"]))
             if c.get("termination_reason"):
                 p(f"Stopped: {c['termination_reason']}")
             for line in _answer(c["answer"], max_answer):

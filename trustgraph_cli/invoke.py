@@ -6,6 +6,9 @@ while the answer streams to stdout::
     [question] urn:trustgraph:question:<uuid>
         Query: <question>
 
+    [grounding] urn:trustgraph:prov:grounding:<uuid>
+        Concepts: <seed entity>, <seed entity>, ...
+
     [exploration] urn:trustgraph:prov:exploration:<uuid>
         Retrieved <n> edge(s)
 
@@ -13,11 +16,17 @@ while the answer streams to stdout::
         Selected <k> edge(s)
           Edge: (<subject label>, <predicate label>, <object label>)
             Reason: <reasoning>
+            Concept: <concept>  Score: <score>
             Source: Chunk <i> → Page <j> → <document title>
 
     [synthesis] urn:trustgraph:prov:synthesis:<uuid>
 
     <answer text>
+
+The agent's blocks are ``[question]``, then per iteration ``[analysis]`` (thought and action),
+the sub-query's ``[question]`` when its tool asked one, ``[observation]`` (what the tool
+returned), and ``[conclusion]``; the texts of thoughts and observations are the ones the agent
+streamed (the trace keeps them as librarian documents).
 """
 
 from __future__ import annotations
@@ -61,6 +70,12 @@ class ExplainPrinter:
         self.labels = LabelCache(conn, user, collection)
         self.synthesis_announced = False
         self.verbose = verbose
+        #: (message type, iteration URI) -> text of the agent's thought and observation messages
+        self.texts: dict[tuple[str, str], str] = {}
+
+    def note(self, kind: str, iteration: str, text: str) -> None:
+        """Remember a thought or observation the agent streamed, for its explain block."""
+        self.texts[kind, iteration] = text
 
     async def event(self, uri: str, triples, edge_sources=()) -> None:
         from trustgraph_base.provenance import namespaces as ns
@@ -73,6 +88,11 @@ class ExplainPrinter:
             parent = idx.text(uri, ns.PROV_WAS_DERIVED_FROM)
             if parent:
                 out(f"    Asked by: {parent}")
+            out()
+        elif ns.TG_GROUNDING in types:
+            out(f"[grounding] {uri}")
+            concepts = [o.value for o in idx.props.get(uri, {}).get(ns.TG_CONCEPT, [])]
+            out(f"    Concepts: {', '.join(_short(c, 200) for c in concepts[:20])}{' …' if len(concepts) > 20 else ''}")
             out()
         elif ns.TG_EXPLORATION in types:
             out(f"[exploration] {uri}")
@@ -89,9 +109,16 @@ class ExplainPrinter:
             self.announce_synthesis(uri)
         elif ns.TG_ANALYSIS in types:
             out(f"[analysis] {uri}")
-            out(f"    Thought: {idx.text(uri, ns.TG_THOUGHT) or ''}")
+            out(f"    Thought: {_short(self.texts.get(('thought', uri), ''), 300)}")
             out(f"    Action: {idx.text(uri, ns.TG_ACTION) or ''} {idx.text(uri, ns.TG_ARGUMENTS) or ''}")
-            out(f"    Observation: {_short(idx.text(uri, ns.TG_OBSERVATION) or '', 300)}")
+            out()
+        elif ns.TG_OBSERVATION_TYPE in types:
+            out(f"[observation] {uri}")
+            analysis = idx.text(uri, ns.PROV_WAS_DERIVED_FROM) or ""
+            out(f"    Observation: {_short(self.texts.get(('observation', analysis), ''), 300)}")
+            error = idx.text(uri, ns.TG_TOOL_ERROR)
+            if error:
+                out(f"    Tool error: {_short(error, 300)}")
             out()
         elif ns.TG_CONCLUSION in types:
             out(f"[conclusion] {uri}")
@@ -138,6 +165,9 @@ class ExplainPrinter:
             t = edge.triple
             out(f"      Edge: ({term_label(t.s, labels)}, {term_label(t.p, labels)}, {term_label(t.o, labels)})")
             out(f"        Reason: {idx.text(sel, ns.TG_REASONING) or ''}")
+            concept, score = idx.text(sel, ns.TG_CONCEPT), idx.text(sel, ns.TG_SCORE)
+            if concept or score:
+                out(f"        Concept: {concept or '-'}  Score: {score or '-'}")
             for chain in sources.get(serialize_term(edge), []) or ["(no extraction provenance found)"]:
                 out(f"        Source: {chain}")
         dropped = idx.integer(uri, ns.TG_DROPPED_COUNT)
@@ -270,7 +300,10 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
             if msg.message_type == "explain":
                 if explainable:
                     await printer.event(msg.explain_id, msg.explain_triples)
-            elif msg.message_type in ("thought", "observation") and verbose:
+            elif msg.message_type in ("thought", "observation"):
+                printer.note(msg.message_type, msg.message_id, msg.content)
+                if not verbose:
+                    continue
                 line = f"{'Thought' if msg.message_type == 'thought' else 'Observation'}: {_short(msg.content, 2000)}"
                 if explainable:
                     out(line)  # interleaved with the explain blocks, in the order things happened

@@ -7,13 +7,17 @@ agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain
 - common: ``type`` (``graphrag`` | ``docrag`` | ``agent``), ``uri``, ``question``, ``time``,
   ``parent`` (the Analysis a sub-trace was asked from, or null), ``error`` (``{uri, stage,
   message}`` or null).
-- graphrag: ``exploration {uri, edge_count, seed_entities[{uri, label}]}``, ``focus {uri,
-  dropped, selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, sources[[{uri,
-  type, label}]], source_removed}]}``, ``synthesis {uri, document, answer, model}``.
-- docrag: ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type, label}], source_removed}]}``,
-  ``synthesis {uri, document, answer, model}``.
-- agent: ``analyses[{uri, thought, action, arguments, observation, tool_error, sub_traces[...]}]``,
-  ``conclusion {uri, answer, termination_reason}``.
+- graphrag: ``grounding {uri, concepts[]}``, ``exploration {uri, edge_count, seed_entities[{uri, label}]}``,
+  ``focus {uri, dropped, usage, selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, score,
+  concept, sources[[{uri, type, label}]], source_removed}]}``, ``synthesis {uri, document, answer, model,
+  usage}``.
+- docrag: ``grounding {uri, concepts[]}``, ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type,
+  label}], source_removed}]}``, ``synthesis {uri, document, answer, model, usage}``.
+- agent: ``analyses[{uri, thought, action, arguments, usage, observation_uri, observation, tool_error,
+  sub_traces[...]}]``, ``conclusion {uri, document, answer, termination_reason, usage}``.
+- ``usage`` is ``{in_token, out_token, model}`` of the stage's model call, or null (no call recorded).
+  ``grounding`` is null, ``score`` null and ``concept`` ``""`` in traces of trace model v1 (whose thoughts,
+  observations and agent answers are inline rather than librarian documents: both read the same here).
 - ``status``: ``complete`` (the final stage - Synthesis or Conclusion - is stored), ``failed``
   (an Error stage records how far the query got) or ``incomplete`` (neither: the query was cut
   short, e.g. the process running it was killed, so the trace stops at its last stored stage).
@@ -26,6 +30,7 @@ whose document was removed: the trace still shows what was used, and says its so
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -131,7 +136,8 @@ def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str
     """The structured trace rooted at Question ``uri``.
 
     :param labels: IRI → ``rdfs:label`` for knowledge-graph terms (edge labels).
-    :param answers: librarian document id → answer text.
+    :param answers: librarian document id → text, for the documents the trace stores (answers, an agent's
+        thoughts and observations).
     :param chains: canonical edge/chunk key → list of chains (lists of ``{uri, type, label}``).
     :param removed: canonical edge keys and chunk URIs whose source document was removed.
     :param _within: the Questions this one is a sub-trace of (a stored cycle of sub-traces ends there).
@@ -170,19 +176,51 @@ def _label(term: Term, labels: Mapping[str, str]) -> str:
     return term_label(term, labels)
 
 
+def _usage(index: TraceIndex, node: str) -> dict | None:
+    """The model call a stage recorded (``tg:inToken``, ``tg:outToken``, ``tg:llmModel``), or None."""
+    usage = {"in_token": index.integer(node, ns.TG_IN_TOKEN), "out_token": index.integer(node, ns.TG_OUT_TOKEN),
+             "model": index.text(node, ns.TG_LLM_MODEL)}
+    return usage if any(v is not None for v in usage.values()) else None
+
+
+def _number(index: TraceIndex, s: str, p: str) -> float | None:
+    v = index.text(s, p)
+    try:
+        value = float(v) if v is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _document_text(index: TraceIndex, node: str, answers: Mapping[str, str]) -> str | None:
+    """The text of the librarian document ``node`` names with ``tg:document`` (None when not available)."""
+    doc = index.text(node, ns.TG_DOCUMENT)
+    return answers.get(doc) if doc else None
+
+
+def _grounding(index: TraceIndex, q: str) -> tuple[str | None, dict | None]:
+    g = next(iter(index.derived(q, ns.TG_GROUNDING)), None)
+    if g is None:
+        return None, None
+    return g, {"uri": g, "concepts": [o.value for o in index.props.get(g, {}).get(ns.TG_CONCEPT, [])
+                                      if o.type == LITERAL]}
+
+
 def _synthesis(index: TraceIndex, syn: str, answers: Mapping[str, str]) -> dict:
     doc = index.text(syn, ns.TG_DOCUMENT)
     answer = index.text(syn, ns.TG_CONTENT)
     if answer is None and doc:
         answer = answers.get(doc)
-    return {"uri": syn, "document": doc, "answer": answer, "model": index.text(syn, ns.TG_LLM_MODEL)}
+    return {"uri": syn, "document": doc, "answer": answer, "model": index.text(syn, ns.TG_LLM_MODEL),
+            "usage": _usage(index, syn)}
 
 
 def _graphrag(index: TraceIndex, q: str, labels, answers, chains, removed) -> dict:
+    grounding, out_grounding = _grounding(index, q)
     exp = next(iter(index.derived(q, ns.TG_EXPLORATION)), None)
     focus = next(iter(index.derived(exp, ns.TG_FOCUS)), None) if exp else None
     syn = next(iter(index.derived(focus, ns.TG_SYNTHESIS)), None) if focus else None
-    out: dict[str, Any] = {"exploration": None, "focus": None, "synthesis": None}
+    out: dict[str, Any] = {"grounding": out_grounding, "exploration": None, "focus": None, "synthesis": None}
     if exp:
         seeds = index.props.get(exp, {}).get(ns.TG_ENTITY, [])
         out["exploration"] = {"uri": exp, "edge_count": index.integer(exp, ns.TG_EDGE_COUNT),
@@ -193,7 +231,9 @@ def _graphrag(index: TraceIndex, q: str, labels, answers, chains, removed) -> di
         for sel in sorted(sels, key=natural_key):
             edge = index.one(sel, ns.TG_EDGE)
             item: dict[str, Any] = {"uri": sel, "edge": None, "labels": None,
-                                    "reasoning": index.text(sel, ns.TG_REASONING) or "", "sources": [],
+                                    "reasoning": index.text(sel, ns.TG_REASONING) or "",
+                                    "score": _number(index, sel, ns.TG_SCORE),
+                                    "concept": index.text(sel, ns.TG_CONCEPT) or "", "sources": [],
                                     "source_removed": False}
             if edge is not None and edge.type == TRIPLE:
                 t = edge.triple
@@ -203,17 +243,18 @@ def _graphrag(index: TraceIndex, q: str, labels, answers, chains, removed) -> di
                 item["source_removed"] = serialize_term(edge) in removed
             selected.append(item)
         out["focus"] = {"uri": focus, "dropped": index.integer(focus, ns.TG_DROPPED_COUNT) or 0,
-                        "selected_edges": selected}
+                        "usage": _usage(index, focus), "selected_edges": selected}
     if syn:
         out["synthesis"] = _synthesis(index, syn, answers)
-    out["error"] = _error(index, [s for s in (focus, exp, q) if s])
+    out["error"] = _error(index, [s for s in (focus, exp, grounding, q) if s])
     return out
 
 
 def _docrag(index: TraceIndex, q: str, answers, chains, removed) -> dict:
+    grounding, out_grounding = _grounding(index, q)
     exp = next(iter(index.derived(q, ns.TG_EXPLORATION)), None)
     syn = next(iter(index.derived(exp, ns.TG_SYNTHESIS)), None) if exp else None
-    out: dict[str, Any] = {"exploration": None, "synthesis": None}
+    out: dict[str, Any] = {"grounding": out_grounding, "exploration": None, "synthesis": None}
     if exp:
         chunks = [o.value for o in index.props.get(exp, {}).get(ns.TG_SELECTED_CHUNK, []) if o.type == IRI]
         out["exploration"] = {
@@ -222,11 +263,22 @@ def _docrag(index: TraceIndex, q: str, answers, chains, removed) -> dict:
                        for c in chunks]}
     if syn:
         out["synthesis"] = _synthesis(index, syn, answers)
-    out["error"] = _error(index, [s for s in (exp, q) if s])
+    out["error"] = _error(index, [s for s in (exp, grounding, q) if s])
     return out
 
 
+def _thought(index: TraceIndex, analysis: str, answers: Mapping[str, str]) -> str | None:
+    """An Analysis' thought: inline (v1), or the text of its Thought's librarian document (v2)."""
+    thought = index.one(analysis, ns.TG_THOUGHT)
+    if thought is None:
+        return None
+    if thought.type == IRI:
+        return _document_text(index, thought.value, answers)
+    return thought.value if thought.type == LITERAL else None
+
+
 def _agent(index: TraceIndex, q: str, labels, answers, chains, removed, within: frozenset) -> dict:
+    """Question <- Analysis <- Observation <- Analysis ... <- Conclusion (v2); Analysis <- Analysis (v1)."""
     analyses, conclusion, node, seen = [], None, q, set()
     while node and node not in seen:
         seen.add(node)
@@ -243,14 +295,19 @@ def _agent(index: TraceIndex, q: str, labels, answers, chains, removed, within: 
                                     _within=within)
                         for s in index.derived(child) if trace_type(index, s) and s not in within
                         and len(within) < MAX_SUBTRACE_DEPTH]
-                analyses.append({"uri": child, "thought": index.text(child, ns.TG_THOUGHT),
-                                 "action": index.text(child, ns.TG_ACTION), "arguments": parsed,
-                                 "observation": index.text(child, ns.TG_OBSERVATION),
-                                 "tool_error": index.text(child, ns.TG_TOOL_ERROR), "sub_traces": subs})
-                nxt = child
+                obs = next(iter(index.derived(child, ns.TG_OBSERVATION_TYPE)), None)
+                analyses.append({
+                    "uri": child, "thought": _thought(index, child, answers),
+                    "action": index.text(child, ns.TG_ACTION), "arguments": parsed, "usage": _usage(index, child),
+                    "observation_uri": obs,
+                    "observation": _document_text(index, obs, answers) if obs else index.text(child, ns.TG_OBSERVATION),
+                    "tool_error": index.text(obs or child, ns.TG_TOOL_ERROR), "sub_traces": subs})
+                nxt = obs or child
             elif ns.TG_CONCLUSION in types:
-                conclusion = {"uri": child, "answer": index.text(child, ns.TG_ANSWER),
-                              "termination_reason": index.text(child, ns.TG_TERMINATION_REASON)}
+                conclusion = {"uri": child, "document": index.text(child, ns.TG_DOCUMENT),
+                              "answer": index.text(child, ns.TG_ANSWER) or _document_text(index, child, answers),
+                              "termination_reason": index.text(child, ns.TG_TERMINATION_REASON),
+                              "usage": _usage(index, child)}
         node = nxt
-    return {"analyses": analyses, "conclusion": conclusion,
-            "error": _error(index, [a["uri"] for a in reversed(analyses)] + [q])}
+    stages = [s for a in reversed(analyses) for s in (a["observation_uri"], a["uri"]) if s]
+    return {"analyses": analyses, "conclusion": conclusion, "error": _error(index, [*stages, q])}

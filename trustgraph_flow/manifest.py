@@ -136,7 +136,7 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
                    feeds=("triples-store", "answer-store")),
     ProcessorEntry("agent-manager-react", _F + "agent.react.service:AgentService",
                    serves=("agent",), calls=("prompt", "trace-claim", "graph-rag", "document-rag", "text-completion"),
-                   feeds=("triples-store",), env=LLM_ENV),
+                   feeds=("triples-store", "answer-store"), env=LLM_ENV),
     ProcessorEntry("api-gateway", _F + "gateway.service:ApiGateway",
                    calls=("graph-rag", "document-rag", "agent", "triples", "librarian", "trace-list", "trace-admin"),
                    feeds=("triples-store", "entity-contexts"),

@@ -126,7 +126,8 @@ def processes_in_group(pgid: int) -> list[int]:
 
 # --------------------------------------------------------------------------- output parsing
 
-_HEADER = re.compile(r"^\[(question|exploration|focus|synthesis|analysis|conclusion|error)\] (\S+)$")
+_HEADER = re.compile(r"^\[(question|grounding|exploration|focus|synthesis|analysis|observation|conclusion|error)\] "
+                     r"(\S+)$")
 
 
 @dataclass

@@ -160,10 +160,11 @@ def test_data_with_control_characters_is_printed_escaped(deployment, tmp_path):
     asked = d.ok("tg-invoke-graph-rag", "-x", "-C", collection, "-q", question)
     assert_safe_output(asked)
     blocks, _answer = parse_explain(asked.stdout)
-    assert [b.stage for b in blocks] == ["question", "exploration", "focus", "synthesis"], asked.explain()
+    assert [b.stage for b in blocks] == ["question", "grounding", "exploration", "focus", "synthesis"], \
+        asked.explain()
     assert blocks[0].value("Query") == ("Who discovered vandorite?\\x1b]0;pwned\\x07\\u202e"
                                         "\\n[synthesis] urn:fake-question")
-    sources = [line.strip() for line in blocks[2].lines if line.strip().startswith("Source:")]
+    sources = [line.strip() for line in blocks[3].lines if line.strip().startswith("Source:")]
     assert sources and all(s.endswith(f"→ {HOSTILE_TITLE_SHOWN}") for s in sources), asked.explain()
 
     listed = d.ok("tg-list-explain-traces", "-C", collection)

@@ -20,11 +20,14 @@ def chain_text(chain: list[dict]) -> str:
 def test_graph_rag_explain_blocks_equal_the_stored_trace(asked):
     d = asked.deployment
     blocks, answer = parse_explain(asked.graph_rag.stdout)
-    assert [b.stage for b in blocks] == ["question", "exploration", "focus", "synthesis"], asked.graph_rag.explain()
-    question, exploration, focus, synthesis = blocks
+    assert [b.stage for b in blocks] == ["question", "grounding", "exploration", "focus", "synthesis"], \
+        asked.graph_rag.explain()
+    question, grounding, exploration, focus, synthesis = blocks
     session = re.fullmatch(rf"urn:trustgraph:question:({UUID})", question.uri)
     assert session, question.uri
     assert question.value("Query") == GRAPH_QUESTION
+    assert grounding.uri == f"urn:trustgraph:prov:grounding:{session.group(1)}"
+    concepts = grounding.value("Concepts")  # the seed entities' labels, the first 20 of them
     assert exploration.uri == f"urn:trustgraph:prov:exploration:{session.group(1)}"
     assert focus.uri == f"urn:trustgraph:prov:focus:{session.group(1)}"
     assert synthesis.uri == f"urn:trustgraph:prov:synthesis:{session.group(1)}"
@@ -34,6 +37,8 @@ def test_graph_rag_explain_blocks_equal_the_stored_trace(asked):
     assert focus.lines[0].strip() == f"Selected {len(printed)} edge(s)"
     assert printed, asked.graph_rag.stdout
     assert all(e.reason for e in printed)
+    scored = [line.strip() for line in focus.lines if line.strip().startswith("Concept:")]
+    assert len(scored) == len(printed) and all(re.fullmatch(r"Concept: .+  Score: \d\.\d+", x) for x in scored)
     assert all(e.sources and all(re.fullmatch(r"Chunk \d+ → Page \d+ → .+", s) for s in e.sources)
                for e in printed), printed
     assert "radium" in answer.lower()
@@ -41,12 +46,17 @@ def test_graph_rag_explain_blocks_equal_the_stored_trace(asked):
     stored = d.trace_json(question.uri)
     assert stored["type"] == "graphrag" and stored["uri"] == question.uri
     assert stored["question"] == GRAPH_QUESTION
+    assert stored["grounding"]["uri"] == grounding.uri
+    assert concepts.split(", ")[0] in stored["grounding"]["concepts"]  # a set in the store: compare one
+    assert 0 < len(stored["grounding"]["concepts"]) <= len(stored["exploration"]["seed_entities"])
     assert stored["exploration"]["uri"] == exploration.uri
     assert stored["exploration"]["edge_count"] == edge_count
     assert stored["focus"]["uri"] == focus.uri
     edges = stored["focus"]["selected_edges"]
     assert [tuple(e["labels"][k] for k in "spo") for e in edges] == [e.labels for e in printed]
     assert [e["reasoning"] for e in edges] == [e.reason for e in printed]
+    assert [f"Concept: {e['concept'] or '-'}  Score: {e['score']!r}" for e in edges] == scored
+    assert stored["focus"]["usage"]["model"] and stored["synthesis"]["usage"]["model"]
     assert [sorted(chain_text(c) for c in e["sources"]) for e in edges] == [sorted(e.sources) for e in printed]
     # The quoted edges are the original knowledge-graph terms, not labels.
     assert all(e["edge"]["s"]["type"] == "iri" and e["edge"]["p"]["type"] == "iri" for e in edges)
@@ -79,10 +89,12 @@ def test_graph_rag_limits_reach_the_service(asked):
 def test_document_rag_explain_shows_chunks_with_sources(asked):
     d = asked.deployment
     blocks, answer = parse_explain(asked.document_rag.stdout)
-    assert [b.stage for b in blocks] == ["question", "exploration", "synthesis"], asked.document_rag.explain()
-    question, exploration, synthesis = blocks
+    assert [b.stage for b in blocks] == ["question", "grounding", "exploration", "synthesis"], \
+        asked.document_rag.explain()
+    question, grounding, exploration, synthesis = blocks
     session = re.fullmatch(rf"urn:trustgraph:docrag:({UUID})", question.uri).group(1)
     assert question.value("Query") == DOC_QUESTION
+    assert grounding.uri == f"urn:trustgraph:docrag:{session}/grounding" and grounding.value("Concepts") == DOC_QUESTION
     assert exploration.uri == f"urn:trustgraph:docrag:{session}/exploration"
     assert synthesis.uri == f"urn:trustgraph:docrag:{session}/synthesis"
     count = int(re.fullmatch(r"Retrieved (\d+) chunk\(s\)", exploration.lines[0].strip()).group(1))
@@ -99,6 +111,7 @@ def test_document_rag_explain_shows_chunks_with_sources(asked):
 
     stored = d.trace_json(question.uri)
     assert stored["type"] == "docrag"
+    assert stored["grounding"]["concepts"] == [DOC_QUESTION]
     assert stored["exploration"]["chunk_count"] == count
     # The trace stores the selected chunks as a set: compare chunk -> source, whatever the order.
     assert {c["uri"]: [chain_text(c["chain"])] for c in stored["exploration"]["chunks"]} == printed
@@ -114,8 +127,13 @@ def test_agent_explain_verbose_shows_each_analysis_and_the_linked_sub_trace(aske
     assert re.fullmatch(rf"urn:trustgraph:agent:{UUID}", root.uri), root.uri
     assert root.value("Query") == AGENT_QUESTION
     analyses = [b for b in blocks if b.stage == "analysis"]
+    observations = [b for b in blocks if b.stage == "observation"]
     assert analyses and [a.uri for a in analyses] == [f"{root.uri}/i{n}" for n in range(1, len(analyses) + 1)]
-    assert all(a.value("Thought") and a.value("Action") and a.value("Observation") for a in analyses)
+    assert [o.uri for o in observations] == [f"{a.uri}/observation" for a in analyses]
+    assert all(a.value("Thought") and a.value("Action") for a in analyses)
+    assert all(o.value("Observation") for o in observations)
+    # each Analysis, then the sub-query it asked, then its Observation
+    assert [b.stage for b in blocks[1:4]] == ["analysis", "question", "observation"], asked.agent.explain()
     assert blocks[-1].uri == f"{root.uri}/final"
     # The knowledge-query tool's GraphRAG question names the Analysis that asked for it.
     subs = [b for b in blocks[1:] if b.stage == "question"]
@@ -128,12 +146,16 @@ def test_agent_explain_verbose_shows_each_analysis_and_the_linked_sub_trace(aske
     stored = d.trace_json(root.uri)
     assert stored["type"] == "agent"
     assert [a["uri"] for a in stored["analyses"]] == [a.uri for a in analyses]
-    for printed, a in zip(analyses, stored["analyses"]):
-        assert a["thought"] == printed.value("Thought")
+    for printed, seen, a in zip(analyses, observations, stored["analyses"], strict=True):
+        assert a["thought"] == printed.value("Thought")  # from the librarian document the Thought names
         assert printed.value("Action").startswith(a["action"])
+        assert a["observation_uri"] == seen.uri and a["observation"].startswith(seen.value("Observation")[:100])
+        assert a["usage"]["model"]
     assert [s["uri"] for a in stored["analyses"] for s in a["sub_traces"]] == [s.uri for s in subs]
     assert stored["analyses"][0]["sub_traces"][0]["parent"] == analyses[0].uri
     assert stored["conclusion"]["uri"] == blocks[-1].uri
+    assert stored["conclusion"]["document"] == f"{root.uri}/answer"
+    assert "polonium" in stored["conclusion"]["answer"].lower()
 
     text = d.ok("tg-show-explain-trace", root.uri).stdout
     assert f"=== GraphRAG trace: {subs[0].uri} ===" in text

@@ -135,12 +135,12 @@ def test_quickstart_loads_the_corpus_once_and_answers_with_explain(deployment):
     first = d.quickstart
     assert "Loading the sample corpus (5 documents)" in first.stderr
     blocks, answer = parse_explain(first.stdout)
-    assert [b.stage for b in blocks] == ["question", "exploration", "focus", "synthesis"]
+    assert [b.stage for b in blocks] == ["question", "grounding", "exploration", "focus", "synthesis"]
     assert blocks[0].value("Query") == "Who discovered polonium?"
     assert "polonium" in answer.lower()
     again = d.ok("tg-quickstart")
     assert "Loading" not in again.stderr
     blocks2, answer2 = parse_explain(again.stdout)
-    assert [b.stage for b in blocks2] == ["question", "exploration", "focus", "synthesis"]
+    assert [b.stage for b in blocks2] == ["question", "grounding", "exploration", "focus", "synthesis"]
     assert blocks2[0].uri != blocks[0].uri
     assert answer2 == answer

@@ -41,8 +41,8 @@ def test_graph_rag_through_an_openai_compatible_endpoint(embedded_deployment, sc
     env = {"OPENAI_BASE_URL": scripted_llm, "OPENAI_API_KEY": "e2e-key", "OPENAI_MODEL": MODEL}
     r = d.ok("tg-invoke-graph-rag", "-x", "-q", "Who discovered radium?", env=env)
     blocks, answer = parse_explain(r.stdout)
-    assert [b.stage for b in blocks] == ["question", "exploration", "focus", "synthesis"], r.explain()
-    focus = blocks[2]
+    assert [b.stage for b in blocks] == ["question", "grounding", "exploration", "focus", "synthesis"], r.explain()
+    focus = blocks[3]
     edges = focus_edges(focus)
     assert [(e.labels, e.reason) for e in edges] == [(("Marie Curie", "discovered", "radium"), REASON)]
     assert focus.lines[-1].strip() == "Skipped 2 unusable line(s) of the selection output"

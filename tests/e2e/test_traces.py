@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
-from e2e_support import GRAPH_QUESTION, parse_explain
+from e2e_support import AGENT_QUESTION, GRAPH_QUESTION, parse_explain
 
 pytestmark = pytest.mark.e2e
+
+#: Traces stored by trace model v1, with their answers (tests/fixtures/trace_v1/README.md).
+V1_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_v1"
 
 
 def _first_uri(result) -> str:
@@ -86,10 +90,12 @@ def test_show_text_has_every_stage(asked):
     uri = _first_uri(asked.graph_rag)
     d.trace_json(uri)
     text = d.ok("tg-show-explain-trace", uri, "--show-provenance").stdout
-    for heading in (f"=== GraphRAG trace: {uri} ===", f"Question: {GRAPH_QUESTION}", "--- Exploration ---",
-                    "--- Focus (edge selection) ---", "--- Synthesis ---", "Answer:"):
+    for heading in (f"=== GraphRAG trace: {uri} ===", f"Question: {GRAPH_QUESTION}", "--- Grounding ---",
+                    "Concepts: ", "--- Exploration ---", "--- Focus (edge selection) ---", "--- Synthesis ---",
+                    "Answer:"):
         assert heading in text, text
-    assert "     Reason: " in text and "     Source: Chunk " in text
+    assert "     Reason: " in text and "     Source: Chunk " in text and "     Concept: " in text
+    assert text.count("Model: ") == 2  # the edge selection's and the synthesis' model calls
     plain = d.ok("tg-show-explain-trace", uri).stdout
     assert "Source:" not in plain and "Reason:" in plain
 
@@ -98,6 +104,16 @@ def test_show_text_has_every_stage(asked):
     doc_text = d.ok("tg-show-explain-trace", doc_uri).stdout
     assert f"=== DocRAG trace: {doc_uri} ===" in doc_text
     assert "chunk(s) from the document store" in doc_text and "--- Synthesis ---" in doc_text
+
+    agent_uri = _first_uri(asked.agent)
+    stored = d.trace_json(agent_uri)
+    agent_text = d.ok("tg-show-explain-trace", agent_uri).stdout
+    first = stored["analyses"][0]
+    # the thought, observation and answer texts come from the librarian documents the trace names
+    assert first["thought"] and f"Thought: {first['thought']}" in agent_text
+    assert first["observation"] and first["observation"].splitlines()[0] in agent_text
+    assert stored["conclusion"]["answer"] and stored["conclusion"]["answer"].splitlines()[0] in agent_text
+    assert agent_text.index("--- Analysis 1 ") < agent_text.index("--- Conclusion ---")
 
 
 @pytest.mark.parametrize("fmt", ["turtle", "trig"])
@@ -151,3 +167,99 @@ def test_delete_and_prune_remove_whole_traces_only(deployment):
     assert empty.stdout.strip() == f"No traces found for user {d.user}, collection {collection}."
     # other collections keep their traces
     assert _list_json(d)["traces"]
+
+
+# ------------------------------------------------------------------------------ traces stored by trace model v1
+
+@pytest.fixture
+def deployment_stores(deployment, request):
+    """(triples store, librarian store) of the deployment, opened on its own database."""
+    from trustgraph_base.store.librarian import open_librarian_store
+    from trustgraph_base.store.triples import open_triples_store
+
+    if deployment.distributed:
+        from trustgraph_base.store.cassandra.connection import CassandraConfig
+
+        cassandra = request.getfixturevalue("cassandra_service")
+        config = CassandraConfig(hosts=(cassandra.host,), port=int(cassandra.port))
+        stores = open_triples_store("cassandra", config=config), open_librarian_store("cassandra", config=config)
+    else:
+        home = Path(deployment.env["TG_HOME"])
+        stores = open_triples_store("sqlite", home=home), open_librarian_store("sqlite", home=home)
+    yield stores
+    for store in stores:
+        store.close()
+
+
+def _store_v1_fixture(d, stores, collection: str) -> dict:
+    """Store the v1 traces in ``collection`` as v1 stored them: the triples, and each answer in the librarian marked
+    with the stage that names it; returns the answers (id -> {stage, text})."""
+    from trustgraph_base.provenance.answers import answer_marker
+    from trustgraph_base.rdf.export import parse
+    from trustgraph_base.schema import DocumentMetadata
+    from trustgraph_base.schema.library import ANSWER
+
+    triples, librarian = stores
+    answers = json.loads((V1_FIXTURE / "answers.json").read_text())
+    triples.insert(d.user, collection, parse((V1_FIXTURE / "traces.trig").read_bytes(), "trig"))
+    for doc, answer in answers.items():
+        librarian.add_document(d.user, collection, DocumentMetadata(
+            id=doc, kind="text/plain", title="Answer", document_type=ANSWER,
+            metadata=answer_marker(doc, answer["stage"])), answer["text"].encode())
+    return answers
+
+
+def test_traces_stored_by_trace_model_v1_are_shown_listed_deleted_and_pruned(deployment, deployment_stores):
+    from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.schema import TriplePattern
+
+    d = deployment
+    coll = "v1traces" + uuid.uuid4().hex[:6]
+    answers = _store_v1_fixture(d, deployment_stores, coll)
+    graph = "urn:trustgraph:question:0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a01"
+    docrag = "urn:trustgraph:docrag:0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a02"
+    sub = "urn:trustgraph:question:0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a03"
+    failed = "urn:trustgraph:question:0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a04"
+    agent = "urn:trustgraph:agent:v1-agent-session-0001"
+
+    listed = {t["id"]: t for t in _list_json(d, "-C", coll)["traces"]}
+    assert {u: (t["type"], t["status"], t["parent"]) for u, t in listed.items()} == {
+        graph: ("GraphRAG", "complete", None), docrag: ("DocRAG", "complete", None),
+        agent: ("Agent", "complete", None), sub: ("GraphRAG", "complete", f"{agent}/i1"),
+        failed: ("GraphRAG", "failed", None)}
+
+    shown = d.trace_json(graph, collection=coll)
+    assert shown["status"] == "complete" and shown["grounding"] is None
+    assert shown["exploration"]["edge_count"] == 12 and len(shown["exploration"]["seed_entities"]) == 2
+    edges = shown["focus"]["selected_edges"]
+    assert [e["reasoning"].endswith(("score 0.78", "score 0.41")) for e in edges] == [True, True]
+    assert [(e["score"], e["concept"]) for e in edges] == [(None, ""), (None, "")]
+    assert edges[1]["edge"]["o"] == {"type": "literal", "value": "1898", "datatype": ns.XSD_INTEGER}
+    assert shown["synthesis"]["answer"] == answers[shown["synthesis"]["document"]]["text"]
+    assert shown["synthesis"]["model"] == "extractive" and shown["focus"]["dropped"] == 1
+    assert d.trace_json(docrag, collection=coll)["synthesis"]["answer"] == \
+        "The becquerel is the SI unit of radioactivity."
+    agent_json = d.trace_json(agent, collection=coll)
+    first, second = agent_json["analyses"]
+    assert (first["thought"], first["action"], first["arguments"]) == (
+        "I should ask the knowledge graph.", "knowledge-query", {"question": AGENT_QUESTION})
+    assert first["observation"] == "Marie Curie discovered polonium in 1898." and first["tool_error"] is None
+    assert [s["uri"] for s in first["sub_traces"]] == [sub] and first["sub_traces"][0]["status"] == "complete"
+    assert second["action"] == "parse-error" and second["tool_error"] == "no Action"
+    assert agent_json["conclusion"]["answer"] == "Marie Curie discovered polonium."
+    assert d.trace_json(failed, collection=coll, complete=False)["error"]["stage"] == "exploration"
+    text = d.ok("tg-show-explain-trace", agent, "-C", coll).stdout
+    for line in ("Thought: I should ask the knowledge graph.", "  Marie Curie discovered polonium in 1898.",
+                 "Tool error: no Action", "--- Conclusion ---", "  Marie Curie discovered polonium.",
+                 f"=== GraphRAG trace: {sub} ==="):
+        assert line in text, text
+
+    gone = d.ok("tg-delete-explain-trace", graph, "-C", coll)
+    assert gone.stdout.startswith("Deleted 1 trace(s), ") and gone.stdout.rstrip().endswith(
+        " 1 answer document(s)."), gone.stdout
+    pruned = d.ok("tg-prune-explain-traces", "-C", coll, "--older-than", "1d")
+    assert pruned.stdout.startswith("Deleted 4 trace(s), ") and " 2 answer document(s)." in pruned.stdout
+    triples, librarian = deployment_stores
+    assert triples.count(d.user, coll, TriplePattern(g=ns.GRAPH_RETRIEVAL)) == 0
+    assert librarian.list_documents(d.user, coll, "answer", 100) == []
+    assert _list_json(d, "-C", coll)["traces"] == []

@@ -6,10 +6,11 @@ parent or none) with stages hanging off it: nodes named after the trace (its own
 outside any scheme, typed as any stage, linked by ``prov:wasDerivedFrom`` / ``prov:wasGeneratedBy``
 (cycles included) and carrying values of the wrong kind (IRIs and blank nodes where literals
 belong, bad dates, huge numbers, JSON nested thousands deep), ``tg:document`` pointing at source
-documents, pages, chunks, other traces' answers or the trace's own answer URI, and ``tg:selectedEdge``
+documents, pages, chunks, other traces' answers, thoughts and observations or the trace's own
+document URIs (its answer; an agent's thought and observation ids), and ``tg:selectedEdge``
 pointing anywhere.  Sub-traces are claimed under another forged trace or a genuine trace; genuine
-traces get forged links hooked onto their nodes; answer URIs are squatted by source documents or
-answers marked by the wrong stage.
+traces get forged links hooked onto their nodes; a trace's own document URIs are squatted by source
+documents or answers marked by the wrong stage.
 
 Every node of a forged trace is linked, first, to its own Question or an earlier node of its own
 trace, so each one is reachable from a Question: what retention promises to remove.
@@ -27,12 +28,14 @@ from trustgraph_base.schema import BLANK, DocumentMetadata, Term, Triple, iri, l
 
 R = ns.GRAPH_RETRIEVAL
 QUESTION_CLASSES = [ns.TG_GRAPH_RAG_QUESTION, ns.TG_DOC_RAG_QUESTION, ns.TG_AGENT_QUESTION]
-STAGE_CLASSES = [ns.TG_EXPLORATION, ns.TG_FOCUS, ns.TG_SYNTHESIS, ns.TG_ERROR, ns.TG_ANALYSIS, ns.TG_CONCLUSION,
+STAGE_CLASSES = [ns.TG_GROUNDING, ns.TG_EXPLORATION, ns.TG_FOCUS, ns.TG_SYNTHESIS, ns.TG_ERROR, ns.TG_ANALYSIS,
+                 ns.TG_THOUGHT_TYPE, ns.TG_REFLECTION_TYPE, ns.TG_OBSERVATION_TYPE, ns.TG_CONCLUSION,
                  ns.TG_EDGE_SELECTION, ns.TG_QUESTION, ns.PROV_ENTITY]
 LINKS = [ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY]
 VALUE_PREDICATES = [ns.TG_QUERY, ns.TG_EDGE_COUNT, ns.TG_DROPPED_COUNT, ns.TG_REASONING, ns.TG_ARGUMENTS,
                     ns.TG_OBSERVATION, ns.TG_THOUGHT, ns.TG_ANSWER, ns.TG_CONTENT, ns.TG_STAGE, ns.TG_ERROR_MESSAGE,
-                    ns.TG_EDGE, ns.TG_CHUNK_COUNT, ns.RDFS_LABEL]
+                    ns.TG_EDGE, ns.TG_CHUNK_COUNT, ns.RDFS_LABEL, ns.TG_CONCEPT, ns.TG_SCORE, ns.TG_IN_TOKEN,
+                    ns.TG_OUT_TOKEN, ns.TG_LLM_MODEL, ns.TG_TOOL_ERROR]
 
 #: Start times: long ago, unreadable, far in the future, not a literal; never "now" (the fuzz prunes by age).
 TIMES = st.sampled_from([
@@ -53,7 +56,7 @@ class Targets:
     """What forged traces point at: librarian documents of the collection, genuine traces' answers and nodes."""
 
     documents: list[str]        # sources, pages, chunks
-    answers: list[str]          # genuine answers (never to be removed through a forged trace)
+    answers: list[str]          # genuine answers, thoughts, observations (never removed through a forged trace)
     genuine_nodes: list[str]    # nodes of genuine traces that forged links may point at (objects only)
     hook_nodes: list[str]       # nodes of genuine traces that forged triples may be hooked onto (as subjects)
 
@@ -77,12 +80,21 @@ def _root(kind: str, session: str) -> str:
 
 def _stage_uris(kind: str, session: str) -> list[str]:
     if kind == "graphrag":
-        return [uris.exploration_uri(session), uris.focus_uri(session), uris.synthesis_uri(session),
-                uris.error_uri(session), uris.edge_selection_uri(session, 0), uris.edge_selection_uri(session, 1)]
+        return [uris.grounding_uri(session), uris.exploration_uri(session), uris.focus_uri(session),
+                uris.synthesis_uri(session), uris.error_uri(session), uris.edge_selection_uri(session, 0),
+                uris.edge_selection_uri(session, 1)]
     root = _root(kind, session)
     if kind == "docrag":
-        return [f"{root}/exploration", f"{root}/synthesis", f"{root}/error"]
-    return [f"{root}/i1", f"{root}/i2", f"{root}/i3", f"{root}/final", f"{root}/error"]
+        return [f"{root}/grounding", f"{root}/exploration", f"{root}/synthesis", f"{root}/error"]
+    return [f"{root}/i1", f"{root}/i1/thought", f"{root}/i1/observation", f"{root}/i2", f"{root}/i2/observation",
+            f"{root}/i3", f"{root}/final", f"{root}/error"]
+
+
+def _own_documents(kind: str, root: str) -> list[str]:
+    """The librarian ids a trace's Question owns by the URI scheme: its answer; an agent's thoughts and observations."""
+    answer = [uris.answer_uri_of(root)]
+    return answer + ([f"{root}/i1/thought", f"{root}/i1/observation", f"{root}/i2/observation"]
+                     if kind == "agent" else [])
 
 
 @st.composite
@@ -116,7 +128,8 @@ def forgeries(draw, targets: Targets) -> Forgery:
                 out.triples.append(_t(node, link, to))  # cycles, and links to nodes of this trace not stored
             for _ in range(draw(st.integers(0, 2))):
                 target = draw(st.sampled_from(targets.documents + targets.answers
-                                              + [uris.answer_uri_of(r) for r in roots]))
+                                              + [d for k, r in zip(kinds, roots, strict=True)
+                                                 for d in _own_documents(k, r)]))
                 out.triples.append(_t(node, ns.TG_DOCUMENT, target))
             for target in draw(st.lists(st.sampled_from(names + targets.genuine_nodes), max_size=2)):
                 out.triples.append(_t(node, ns.TG_SELECTED_EDGE, target))
@@ -126,7 +139,7 @@ def forgeries(draw, targets: Targets) -> Forgery:
             out.triples += [_t(f"urn:x:{session}:fan:{k}", ns.PROV_WAS_DERIVED_FROM, root)
                             for k in range(draw(st.integers(50, 400)))]
         built += own
-        answer = uris.answer_uri_of(root)
+        answer = draw(st.sampled_from(_own_documents(kind, root)))
         squat = draw(st.sampled_from(["none", "source", "answer", "answer-marked-here", "answer-marked-elsewhere"]))
         if squat != "none":
             marker = {"answer-marked-here": own[-1], "answer-marked-elsewhere": "urn:trustgraph:prov:synthesis:x"}

@@ -2,7 +2,7 @@
 
 Embedded, the CLI process *is* the whole stack, so a crash is ``kill -9`` of a running
 ``tg-invoke-graph-rag``.  What a crash may leave, precisely: the stages stored before it
-(Question, maybe Exploration and Focus) and nothing after; never a Synthesis without the
+(Question, maybe Grounding, Exploration and Focus) and nothing after; never a Synthesis without the
 answer it claims, never a duplicated triple, never a damaged SQLite file.  Such a trace is
 *incomplete* (no final stage, no Error), and ``tg-list-explain-traces`` / ``tg-show-explain-trace``
 say so instead of showing it like a finished one.  A later query and listing work as usual.

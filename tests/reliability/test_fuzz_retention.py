@@ -1,14 +1,15 @@
 """Retention against forged traces (:mod:`forged_traces`), on both stores, through the real trace-admin service.
 
-Each example writes a forgery straight into the triple store (and squats answer URIs in the
-librarian), next to a genuine trace with its marked answer, then:
+Each example writes a forgery straight into the triple store (and squats its own document URIs in the
+librarian), next to two genuine traces with their marked documents (a GraphRAG trace and its answer; an
+agent trace of trace model v2 and its thought, observation and answer), then:
 
 1. reads every forged trace the way ``tg-show-explain-trace`` does (walk, structure, text): no crash;
 2. dry-runs a delete of every forged trace: a response or "not found", never another error;
 3. prunes with no grace: no error; nothing outside ``urn:graph:retrieval`` changes (knowledge,
    extraction provenance, source documents with their pages and chunks, both vector indexes),
-   no genuine answer goes, the genuine trace keeps every triple;
-4. deletes the genuine trace: its answer goes with it, and the retrieval graph and the trace
+   no genuine document goes, the genuine traces keep every triple;
+4. deletes the genuine traces: their documents go with them, and the retrieval graph and the trace
    index are exactly as before the example: every forged triple was removable.
 
 Embedded (in-process bus, SQLite) always; on this session's own Pulsar + Cassandra with the
@@ -47,6 +48,7 @@ class Retention:
     def __init__(self, d: Deployment, collection: str, genuine: str):
         self.d, self.user, self.collection = d, d.owner[0], collection
         self.genuine = genuine  # the Question of a query answered before the fuzzing
+        self.agent = ""  # the Question of an agent run before the fuzzing
         self.session = uuid.uuid4().hex  # of the genuine trace each example builds
         self.documents: list[str] = []  # sources, pages and chunks loaded before the fuzzing
         self.triples, self.librarian = d.open_stores()
@@ -90,11 +92,14 @@ def retention(request, tmp_path_factory):
     note.write_text(NOTE)
     d.load(note, collection)
     asked = d.ok("tg-invoke-graph-rag", "-x", "-q", "Who discovered nuclear fission?", collection=collection)
+    agent = d.ok("tg-invoke-agent", "-x", "-q", "Who discovered nuclear fission?", collection=collection)
     r = Retention(d, collection, asked.question_uri)
+    r.agent = agent.question_uri  # its first block is the agent's Question
     try:
         deadline = time.monotonic() + 120
-        while r.triples.get_trace(r.user, collection, r.genuine) is None or not _answer_of(r, r.genuine):
-            assert time.monotonic() < deadline, "the genuine trace was not stored"
+        while r.triples.get_trace(r.user, collection, r.genuine) is None or not _answer_of(r, r.genuine) \
+                or not _answer_of(r, r.agent):
+            assert time.monotonic() < deadline, "the genuine traces were not stored"
             time.sleep(0.5)
         r.documents = loaded_documents(r)
         yield r
@@ -161,28 +166,62 @@ def _vectors(r: Retention) -> dict:
     return out
 
 
-def genuine_trace(r: Retention) -> tuple[str, object, list]:
-    """A complete GraphRAG trace started now, built by the real builders, with its answer marked as the librarian
-    marks it; (question, answer metadata, triples)."""
+def genuine_trace(r: Retention) -> tuple[list[str], list, list]:
+    """Two complete traces started now, built by the real builders, with their documents marked as the librarian
+    marks them: a GraphRAG trace and its answer, an agent trace and its thought, observation and answer;
+    (questions, [(document metadata, content)], triples)."""
     from trustgraph_base.provenance import uris
+    from trustgraph_base.provenance.agent import (
+        agent_final_triples,
+        agent_iteration_triples,
+        agent_observation_triples,
+        agent_session_triples,
+        agent_thought_triples,
+    )
     from trustgraph_base.provenance.answers import answer_marker
     from trustgraph_base.provenance.triples import (
         EdgeSelection,
+        LlmUsage,
         exploration_triples,
         focus_triples,
+        grounding_triples,
         question_triples,
         synthesis_triples,
     )
     from trustgraph_base.schema import DocumentMetadata, Triple, iri
 
     s = r.session  # the same every example (it is deleted at the end of each), so the strategy is the same too
-    q, e, f, y, a = (uris.question_uri(s), uris.exploration_uri(s), uris.focus_uri(s), uris.synthesis_uri(s),
-                     uris.answer_document_uri(s))
+    q, g, e, f, y, a = (uris.question_uri(s), uris.grounding_uri(s), uris.exploration_uri(s), uris.focus_uri(s),
+                        uris.synthesis_uri(s), uris.answer_document_uri(s))
     edge = Triple(iri("http://trustgraph.ai/e/otto-hahn"), iri("http://trustgraph.ai/e/discovered"),
                   iri("http://trustgraph.ai/e/nuclear-fission"))
-    triples = (question_triples(q, "Who discovered fission?") + exploration_triples(e, q, 1)
-               + focus_triples(f, e, [EdgeSelection(edge, "says so")], s) + synthesis_triples(y, f, a))
-    return q, DocumentMetadata(id=a, document_type="answer", metadata=answer_marker(a, y)), triples
+    usage = LlmUsage(10, 2, "m")
+    triples = (question_triples(q, "Who discovered fission?") + grounding_triples(g, q, ["Otto Hahn"])
+               + exploration_triples(e, q, 1, grounding_uri=g)
+               + focus_triples(f, e, [EdgeSelection(edge, "says so", score=0.8, concept="Otto Hahn")], s, usage=usage)
+               + synthesis_triples(y, f, a, usage=usage))
+    docs = [(a, y)]
+    root = uris.agent_session_uri(f"agent-{s}")
+    a1, t1, o1, final, answer = (f"{root}/i1", f"{root}/i1/thought", f"{root}/i1/observation", f"{root}/final",
+                                 f"{root}/answer")
+    triples += (agent_session_triples(root, "Who discovered fission?")
+                + agent_iteration_triples(a1, root, "knowledge-query", {"question": "fission?"}, thought_uri=t1,
+                                          usage=usage)
+                + agent_thought_triples(t1, a1) + agent_observation_triples(o1, a1)
+                + agent_final_triples(final, o1, answer, usage=usage))
+    docs += [(t1, t1), (o1, o1), (answer, final)]
+    return ([q, root], [(DocumentMetadata(id=d, document_type="answer", metadata=answer_marker(d, stage)),
+                         b"Otto Hahn.") for d, stage in docs], triples)
+
+
+def own_documents(r: Retention, question: str) -> list[str]:
+    """The librarian documents the stored trace of ``question`` names and owns (its answer, thoughts, observations)."""
+    from trustgraph_base.provenance.walk import collect_trace, trace_answers
+
+    async def q(patterns):
+        return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
+
+    return trace_answers([question], r.run(collect_trace(q, question)))
 
 
 def loaded_documents(r: Retention) -> list[str]:
@@ -203,10 +242,11 @@ def targets(r: Retention, genuine: list) -> Targets:
     async def q(patterns):
         return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
 
-    module_nodes = sorted({t.s.value for t in r.run(collect_trace(q, r.genuine)) if t.s.type == "i"})
+    module_nodes = sorted({t.s.value for root in (r.genuine, r.agent) for t in r.run(collect_trace(q, root))
+                           if t.s.type == "i"})
     hook_nodes = sorted({t.s.value for t in genuine if t.s.type == "i"})
-    return Targets(documents=r.documents, answers=[answer_uri_of(r.genuine)], genuine_nodes=module_nodes + hook_nodes,
-                   hook_nodes=hook_nodes)
+    return Targets(documents=r.documents, answers=[answer_uri_of(r.genuine), *own_documents(r, r.agent)],
+                   genuine_nodes=module_nodes + hook_nodes, hook_nodes=hook_nodes)
 
 
 def show(r: Retention, root: str) -> None:
@@ -250,11 +290,13 @@ def test_forged_traces_are_removable_and_remove_nothing_else(retention, data):
 
     r = retention
     count(f"retention: forged traces ({r.d.kind})")
-    question, meta, genuine = genuine_trace(r)
+    questions, documents, genuine = genuine_trace(r)
     forgery = data.draw(forgeries(targets(r, genuine)))  # before any write: hypothesis may end an example here
     before = state(r)
-    answer = meta.id
-    r.librarian.add_document(r.user, r.collection, meta, b"Otto Hahn.")
+    ids = {meta.id for meta, _ in documents}
+    module_documents = {answer_uri_of(r.genuine), *own_documents(r, r.agent)}
+    for meta, content in documents:
+        r.librarian.add_document(r.user, r.collection, meta, content)
     r.triples.insert(r.user, r.collection, genuine)
     forge(r, forgery)
     forged = state(r)
@@ -272,14 +314,15 @@ def test_forged_traces_are_removable_and_remove_nothing_else(retention, data):
     assert pruned.documents <= len(forgery.documents)
     assert after["other"] == forged["other"] and after["vectors"] == forged["vectors"]
     assert after["sources"] == forged["sources"]  # no source, page or chunk, squatters included
-    genuine_answers = {a for a in forged["answers"] if a[1] in (answer, answer_uri_of(r.genuine))}
-    assert genuine_answers <= after["answers"]
+    genuine_answers = {a for a in forged["answers"] if a[1] in ids | module_documents}
+    assert len(genuine_answers) == len(ids | module_documents) and genuine_answers <= after["answers"]
     assert {_key(t) for t in genuine} <= after["retrieval"] and before["retrieval"] <= after["retrieval"]
-    assert question in after["index"] and r.genuine in after["index"]
+    assert set(questions) <= after["index"] and {r.genuine, r.agent} <= after["index"]
 
-    done = r.admin(operation="delete", uri=question, grace_seconds=0)
+    done = [r.admin(operation="delete", uri=q, grace_seconds=0) for q in questions]
     final = state(r)
-    assert done.documents >= 1 and answer not in {a[1] for a in final["answers"]}  # (and forged sub-traces' own)
+    assert all(d.documents >= 1 for d in done)  # (and forged sub-traces' own)
+    assert not ids & {a[1] for a in final["answers"]}  # every genuine document went with its trace
     assert final["retrieval"] == before["retrieval"] and final["index"] == before["index"]
     assert final["other"] == before["other"] and final["vectors"] == before["vectors"]
-    assert final["sources"] == forged["sources"] and answer_uri_of(r.genuine) in {a[1] for a in final["answers"]}
+    assert final["sources"] == forged["sources"] and module_documents <= {a[1] for a in final["answers"]}

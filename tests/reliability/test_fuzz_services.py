@@ -547,7 +547,10 @@ def test_a_session_id_names_one_agent_run(fuzz_stack, sids, batches):
                 assert err.type == "session-in-use" and repr(sid) in err.message and "\n" not in err.message
         assert sorted(t.o.value for t in trace if t.s.value == root and t.p.value == ns.TG_QUERY) == [question]
         assert len([t for t in trace if t.s.value == root and t.p.value == ns.PROV_STARTED_AT_TIME]) == 1
-        assert [t.o.value for t in trace if t.p.value == ns.TG_ANSWER] == [f"the answer to {question}"]
+        answers = [t.o.value for t in trace if t.p.value == ns.TG_DOCUMENT and t.s.value == f"{root}/final"]
+        assert answers == [f"{root}/answer"]
+        answer = fuzz_stack.store("librarian").get_content("trustgraph", collection, answers[0]).decode()
+        assert answer == f"the answer to {question}"
         report = validate_trace(trace)
         assert report.conforms, [v.message for v in report.violations]
     listed = [t.uri for t in store.list_traces("trustgraph", collection, "agent", 1000, "").traces]

@@ -138,8 +138,8 @@ def test_a_disk_that_fills_up_mid_query_fails_cleanly_and_keeps_a_prefix(corpus_
             return  # refused before the Question was accepted: nothing to audit
         trace = asyncio.run(_stored(home, record.question_uri))
     session = record.question_uri.rsplit(":", 1)[-1]
-    chain = [uris.question_uri(session), uris.exploration_uri(session), uris.focus_uri(session),
-             uris.synthesis_uri(session)]
+    chain = [uris.question_uri(session), uris.grounding_uri(session), uris.exploration_uri(session),
+             uris.focus_uri(session), uris.synthesis_uri(session)]
     stored = [trace.has(stage) for stage in chain]
     # a prefix: once a stage is missing, no later stage is stored
     assert stored == sorted(stored, reverse=True), dict(zip(chain, stored))

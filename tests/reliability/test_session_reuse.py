@@ -54,6 +54,17 @@ async def agent_client(stack):
     return backend, client
 
 
+def stored_answer(stack, collection: str, document: str) -> str:
+    """The text the librarian holds under ``document`` (the Conclusion's answer, stored before the Conclusion)."""
+    from trustgraph_base.store.librarian import open_librarian_store
+
+    librarian = open_librarian_store("cassandra", config=stack.cassandra_config())
+    try:
+        return librarian.get_content(stack.user, collection, document).decode()
+    finally:
+        librarian.close()
+
+
 async def finished_trace(stack, collection: str, uri: str, seconds: float = 60.0):
     """The stored trace of ``uri`` once its final stage is stored (triples-write lingers before it writes)."""
     from trustgraph_base.provenance.walk import collect_trace
@@ -128,7 +139,9 @@ def test_a_session_id_names_one_run_across_replicas(fault_stack, replicas, sids,
         answer = "".join(m.content for m in msgs if m.message_type == "answer")
         assert sorted(t.o.value for t in trace if t.s.value == root and t.p.value == ns.TG_QUERY) == [question]
         assert len([t for t in trace if t.s.value == root and t.p.value == ns.PROV_STARTED_AT_TIME]) == 1
-        assert [t.o.value for t in trace if t.p.value == ns.TG_ANSWER and t.s.value == f"{root}/final"] == [answer]
+        assert [t.o.value for t in trace if t.p.value == ns.TG_DOCUMENT and t.s.value == f"{root}/final"] \
+            == [f"{root}/answer"]
+        assert stored_answer(fault_stack, collection, f"{root}/answer") == answer
         report = validate_trace(trace)
         assert report.conforms, [v.message for v in report.violations]
 

@@ -5,7 +5,7 @@ compares, query by query, the client's record (:class:`QueryRecord`) with the st
 (:class:`StoredTrace`).  Each stored trace gets a status:
 
 ``complete``
-    Question, Exploration, Focus and Synthesis are stored, no Error; the Synthesis points at
+    Question, Grounding, Exploration, Focus and Synthesis are stored, no Error; the Synthesis points at
     an answer document that the librarian holds.
 ``failed``
     An Error stage is stored (the service caught the failure and said how far it got), no

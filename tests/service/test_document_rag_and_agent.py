@@ -1,10 +1,12 @@
 """DocumentRAG and the ReAct agent on real processors, on both deployments.
 
 DocumentRAG: event order, chunks in the trace are extraction-provenance chunk URIs, stored ==
-streamed, SHACL-valid, errors end the session.  Agent: Question → Analysis 1 → Analysis 2 →
-Conclusion with a linked GraphRAG sub-trace, each Analysis streamed as its iteration completes,
-max-iterations stops cleanly with a trace that says so, a tool error becomes an observation,
-a parse failure is recoverable, requests without a session id record nothing.
+streamed, SHACL-valid, errors end the session.  Agent: Question ← Analysis 1 ← Observation 1 ←
+Analysis 2 ← Observation 2 ← Conclusion with a linked GraphRAG sub-trace, each Analysis streamed
+as soon as the model chose its action and each Observation when its tool answered, the texts of
+thoughts, observations and the answer stored in the librarian, max-iterations stops cleanly with
+a trace that says so, a tool error becomes an observation, a parse failure is recoverable,
+requests without a session id record nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,27 @@ async def stored_trace(stack, deployment, uri):
 
 def keys(triples):
     return {(serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)) for t in triples}
+
+
+def trace_documents(stack, deployment, trace) -> dict:
+    """``document id -> (text, metadata)`` of every librarian document the trace names with ``tg:document``."""
+    from trustgraph_base.provenance.walk import trace_documents as named
+
+    librarian = next(s for s in stack.stores if hasattr(s, "stream_content"))
+    return {d: (librarian.get_content(deployment.user, deployment.collection, d).decode(),
+                librarian.get_metadata(deployment.user, deployment.collection, d)) for d in named(trace)}
+
+
+def by_subject(trace) -> dict:
+    by: dict = {}
+    for t in trace:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    return by
+
+
+def text_of(by: dict, docs: dict, node: str) -> str:
+    """The text of the librarian document ``node`` names."""
+    return docs[by[node][ns.TG_DOCUMENT][0]][0]
 
 
 async def stream(stack, service, request, timeout=90):
@@ -79,8 +102,15 @@ async def test_document_rag_explains_which_chunks(deployment, llm_server, llm_se
         await stack.stop()
     kinds = [("explain", m.explain_id.rsplit("/", 1)[-1] if "/" in m.explain_id else "question")
              if m.message_type == "explain" else ("final" if m.end_of_session else "chunk") for m in msgs]
-    assert kinds[:2] == [("explain", "question"), ("explain", "exploration")], kinds
+    assert kinds[:3] == [("explain", "question"), ("explain", "grounding"), ("explain", "exploration")], kinds
     assert kinds[-2:] == [("explain", "synthesis"), "final"], kinds
+    by = by_subject(stored)
+    # the grounding: the question itself, which the chunk search embeds; the exploration is derived from it
+    assert by[f"{q_uri}/grounding"][ns.TG_CONCEPT] == ["When was polonium discovered?"]
+    assert by[f"{q_uri}/exploration"][ns.PROV_WAS_DERIVED_FROM] == [f"{q_uri}/grounding"]
+    assert int(by[f"{q_uri}/synthesis"][ns.TG_OUT_TOKEN][0]) == len(
+        "Polonium was discovered in 1898 by Marie and Pierre Curie.".split())
+    assert by[f"{q_uri}/synthesis"][ns.TG_LLM_MODEL]
     assert q_uri.startswith("urn:trustgraph:docrag:")
     assert len(seen["documents"]) == 4
     # selected chunks are the chunk entities of extraction provenance
@@ -171,30 +201,50 @@ async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server,
                                                          session_id=sid))
         root = f"urn:trustgraph:agent:{sid}"
         stored = await stored_trace(stack, deployment, root)
+        docs = trace_documents(stack, deployment, stored)
         listed = triples_store(stack).list_traces(deployment.user, deployment.collection, "", 50, "")
     finally:
         await stack.stop()
     explain_ids = [m.explain_id for m in msgs if m.message_type == "explain"]
     own = [e for e in explain_ids if e.startswith(root)]
-    assert own == [root, f"{root}/i1", f"{root}/i2", f"{root}/final"]
-    # each Analysis is streamed when its iteration completes: after its observation, before the next thought
+    assert own == [root, f"{root}/i1", f"{root}/i1/thought", f"{root}/i1/observation", f"{root}/i2",
+                   f"{root}/i2/thought", f"{root}/i2/observation", f"{root}/final"]
+    # each Analysis is streamed once the model chose its action (before the tool runs, so before the sub-query it
+    # asks), each Observation once the tool answered (before the next thought)
     order = [(m.message_type, m.explain_id) for m in msgs]
-    i1 = order.index(("explain", f"{root}/i1"))
+    i1, o1 = order.index(("explain", f"{root}/i1")), order.index(("explain", f"{root}/i1/observation"))
+    sub_question = next(k for k, (t, e) in enumerate(order)
+                        if t == "explain" and e.startswith("urn:trustgraph:question:"))
     obs = [k for k, (t, _) in enumerate(order) if t == "observation"]
     thoughts = [k for k, (t, _) in enumerate(order) if t == "thought"]
-    assert obs[0] < i1 < thoughts[1]
+    assert thoughts[0] < i1 < sub_question < obs[0] < o1 < thoughts[1]
     assert msgs[-1].end_of_dialog
     answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
     assert "polonium" in answer.lower()
-    # structure of the stored trace
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    # structure of the stored trace: Question <- i1 <- i1/observation <- i2 <- i2/observation <- final
+    by = by_subject(stored)
     assert by[f"{root}/i1"][ns.PROV_WAS_DERIVED_FROM] == [root]
-    assert by[f"{root}/i2"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
-    assert by[f"{root}/final"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i2"]
+    assert by[f"{root}/i1/observation"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
+    assert by[f"{root}/i2"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1/observation"]
+    assert by[f"{root}/final"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i2/observation"]
     assert json.loads(by[f"{root}/i1"][ns.TG_ARGUMENTS][0]) == {"question": "Who discovered polonium?"}
-    assert "discovered polonium" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
+    # the texts are librarian documents, each stored as an answer marked with the node that names it
+    assert by[f"{root}/i1"][ns.TG_THOUGHT] == [f"{root}/i1/thought"]
+    assert text_of(by, docs, f"{root}/i1/thought") == "I should ask the knowledge graph."
+    assert "discovered polonium" in text_of(by, docs, f"{root}/i1/observation")
+    assert text_of(by, docs, f"{root}/final") == answer
+    own_docs = sorted(d for d in docs if d.startswith(root))  # the sub-traces' answers are theirs
+    assert own_docs == sorted([f"{root}/answer", f"{root}/i1/thought", f"{root}/i1/observation",
+                               f"{root}/i2/thought", f"{root}/i2/observation"])
+    from trustgraph_base.provenance.answers import marked_stages
+
+    for doc in own_docs:
+        meta = docs[doc][1]
+        assert meta.document_type == "answer" and marked_stages(meta) == [doc if "/i" in doc else f"{root}/final"]
+    assert not [t for t in stored if t.p.value in (ns.TG_OBSERVATION, ns.TG_ANSWER)]
+    # every model call is on the stage it made: the two Analyses and the Conclusion
+    for node in (f"{root}/i1", f"{root}/i2", f"{root}/final"):
+        assert int(by[node][ns.TG_IN_TOKEN][0]) > 0 and by[node][ns.TG_LLM_MODEL], node
     # the GraphRAG sub-trace records the Analysis that asked, and is stored with the agent's trace
     subs = [s for s, p in by.items() if ns.TG_QUERY in p and s != root]
     assert len(subs) == 2
@@ -222,16 +272,18 @@ async def test_agent_max_iterations_tool_error_and_parse_failure(deployment, llm
                                                          collection=deployment.collection, session_id=sid))
         root = f"urn:trustgraph:agent:{sid}"
         stored = await stored_trace(stack, deployment, root)
+        docs = trace_documents(stack, deployment, stored)
     finally:
         await stack.stop()
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
-    assert "could not be parsed" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
-    assert by[f"{root}/i2"][ns.TG_TOOL_ERROR] and "Unknown tool" in by[f"{root}/i2"][ns.TG_OBSERVATION][0]
+    assert ns.TG_THOUGHT not in by[f"{root}/i1"]  # the model gave no thought: none is recorded
+    assert "could not be parsed" in text_of(by, docs, f"{root}/i1/observation")
+    assert by[f"{root}/i2/observation"][ns.TG_TOOL_ERROR]
+    assert "Unknown tool" in text_of(by, docs, f"{root}/i2/observation")
     assert by[f"{root}/final"][ns.TG_TERMINATION_REASON] == ["max-iterations"]
-    assert "stopped after 3 steps" in by[f"{root}/final"][ns.TG_ANSWER][0]
+    assert "stopped after 3 steps" in text_of(by, docs, f"{root}/final")
+    assert ns.TG_IN_TOKEN not in by[f"{root}/final"]  # giving up asks no model
     assert msgs[-1].end_of_dialog and msgs[-1].error is None
     assert validate_trace(stored).conforms
 
@@ -267,11 +319,12 @@ def questions_of(trace, root):
     return sorted(t.o.value for t in trace if t.s.value == root and t.p.value == ns.TG_QUERY)
 
 
-def assert_one_run(trace, root, question):
+def assert_one_run(trace, docs, root, question):
     """The trace holds exactly one run: one question, one start time, one Conclusion with that question's answer."""
     assert questions_of(trace, root) == [question]
     assert len([t for t in trace if t.s.value == root and t.p.value == ns.PROV_STARTED_AT_TIME]) == 1
-    answers = [t.o.value for t in trace if t.p.value == ns.TG_ANSWER]
+    conclusions = [t.s.value for t in trace if t.p.value == ns.RDF_TYPE and t.o.value == ns.TG_CONCLUSION]
+    answers = [text_of(by_subject(trace), docs, c) for c in conclusions]
     assert answers == [f"the answer to {question}"], answers
     report = validate_trace(trace)
     assert report.conforms, [v.message for v in report.violations]
@@ -300,6 +353,7 @@ async def test_agent_refuses_a_session_id_that_names_another_run(deployment, llm
         second = await stream(stack, "agent", AgentRequest(question="Who discovered radium?", user=deployment.user,
                                                            collection=deployment.collection, session_id=sid))
         after = await stored_trace(stack, deployment, root)
+        docs = trace_documents(stack, deployment, after)
         listed = [t.uri for t in triples_store(stack).list_traces(deployment.user, deployment.collection, "agent",
                                                                    1000, "").traces]
     finally:
@@ -308,7 +362,7 @@ async def test_agent_refuses_a_session_id_that_names_another_run(deployment, llm
     assert_refused(second, sid)
     assert calls == ["Who discovered polonium?"]  # the refused run never reached the model
     assert keys(after) == keys(before)
-    assert_one_run(after, root, "Who discovered polonium?")
+    assert_one_run(after, docs, root, "Who discovered polonium?")
     assert listed.count(root) == 1
 
 
@@ -357,6 +411,7 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
         if replica is not None:
             await replica.wait_idle()
         trace = await stored_trace(stack, deployment, root)
+        docs = trace_documents(stack, deployment, trace)
     finally:
         if replica is not None:
             await replica.stop()
@@ -369,7 +424,7 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
     for q, msgs in zip(questions, runs):
         if q not in answered:
             assert_refused(msgs, sid)
-    assert_one_run(trace, root, answered[0])
+    assert_one_run(trace, docs, root, answered[0])
 
 
 async def test_agent_refuses_an_oversized_question_before_storing_anything(deployment, llm_server, llm_settings):
@@ -418,11 +473,9 @@ async def test_agent_failure_ends_its_trace_with_an_error(deployment, llm_server
     finally:
         await stack.stop()
     assert msgs[-1].end_of_dialog and "injected" in msgs[-1].error.message
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     error_uri = final_stage_uris(root)[1]
-    assert by[error_uri][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
+    assert by[error_uri][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1/observation"]
     assert by[error_uri][ns.TG_STAGE] == ["analysis"] and "injected" in by[error_uri][ns.TG_ERROR_MESSAGE][0]
     assert f"{root}/final" not in by
     report = validate_trace(stored)
@@ -442,15 +495,14 @@ async def test_agent_tool_with_an_empty_answer_is_a_tool_error(deployment, llm_s
         msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
                                                          collection=deployment.collection, session_id=sid))
         stored = await stored_trace(stack, deployment, root)
+        docs = trace_documents(stack, deployment, stored)
     finally:
         await stack.stop()
     assert msgs[-1].end_of_dialog and msgs[-1].error is None
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
-    observation = by[f"{root}/i1"][ns.TG_OBSERVATION][0]
+    by = by_subject(stored)
+    observation = text_of(by, docs, f"{root}/i1/observation")
     assert observation.startswith("Error: the knowledge-query tool failed") and "no answer" in observation
-    assert "the model returned no answer" in by[f"{root}/i1"][ns.TG_TOOL_ERROR][0]
+    assert "the model returned no answer" in by[f"{root}/i1/observation"][ns.TG_TOOL_ERROR][0]
     assert validate_trace(stored).conforms
 
 
@@ -465,12 +517,11 @@ async def test_agent_empty_final_answer_is_feedback_never_an_answer(deployment, 
         msgs = await stream(stack, "agent", AgentRequest(question="What is six times seven?", user=deployment.user,
                                                          collection=deployment.collection, session_id=sid))
         stored = await stored_trace(stack, deployment, root)
+        docs = trace_documents(stack, deployment, stored)
     finally:
         await stack.stop()
     assert [m.content for m in msgs if m.message_type == "answer" and m.content] == ["42"]
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
-    assert "'Final Answer:' is empty" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
-    assert by[f"{root}/final"][ns.TG_ANSWER] == ["42"]
+    assert "'Final Answer:' is empty" in text_of(by, docs, f"{root}/i1/observation")
+    assert text_of(by, docs, f"{root}/final") == "42"

@@ -100,7 +100,7 @@ async def test_graph_rag_streams_explain_events_then_the_answer(gateway_on):
     assert all(f["id"] == "req-1" and "error" not in f for f in frames)
     assert [f["complete"] for f in frames] == [False] * (len(frames) - 1) + [True]
     ids = explain_ids(frames)
-    assert [i.split(":")[-2] for i in ids] == ["question", "exploration", "focus", "synthesis"]
+    assert [i.split(":")[-2] for i in ids] == ["question", "grounding", "exploration", "focus", "synthesis"]
     focus = next(f["response"] for f in frames if f["response"].get("explain_id", "").startswith(
         "urn:trustgraph:prov:focus"))
     edges = [q["o"] for q in focus["explain_triples"] if q["p"]["i"] == ns.TG_SELECTED_EDGE]

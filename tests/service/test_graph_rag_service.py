@@ -29,8 +29,9 @@ def polonium_script(calls: dict, malformed_extra: bool = True):
         calls.setdefault(template_id, []).append(terms)
         if template_id == "kg-edge-selection":
             chosen = [k for k in terms["knowledge"] if "polonium" in (k["s"] + " " + k["o"]).lower()][:4]
-            lines = [json.dumps({"id": k["id"], "reasoning": f"{k['s']} {k['p']} {k['o']} is about polonium"})
-                     for k in chosen]
+            lines = [json.dumps({"id": k["id"], "reasoning": f"{k['s']} {k['p']} {k['o']} is about polonium",
+                                 "score": round(0.9 - i / 10, 2), "concept": "polonium"})
+                     for i, k in enumerate(chosen)]
             if malformed_extra:
                 lines = ["```json"] + lines + ["not json at all", '{"id": "ffffffff", "reasoning": "unknown id"}',
                                                "```"]
@@ -86,11 +87,11 @@ async def test_explainable_query_end_to_end(deployment, llm_server, llm_settings
     stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
     try:
         msgs = await ask(stack, deployment, "Who discovered polonium?")
-        # 1. event order: question, exploration, focus, answer chunks, synthesis, final
+        # 1. event order: question, grounding, exploration, focus, answer chunks, synthesis, final
         seq = kinds(msgs)
-        assert seq[:3] == ["explain:question", "explain:exploration", "explain:focus"], seq
+        assert seq[:4] == ["explain:question", "explain:grounding", "explain:exploration", "explain:focus"], seq
         assert seq[-2:] == ["explain:synthesis", "final"], seq
-        assert set(seq[3:-2]) == {"chunk"}
+        assert set(seq[4:-2]) == {"chunk"}
         assert msgs[-1].end_of_session and sum(m.end_of_session for m in msgs) == 1
         q_uri = msgs[0].explain_id
         assert all(m.explain_collection == deployment.collection and m.explain_graph == ns.GRAPH_RETRIEVAL
@@ -108,6 +109,23 @@ async def test_explainable_query_end_to_end(deployment, llm_server, llm_settings
             assert len(found) == 1, f"focus edge {e} is not in the knowledge graph"
         dropped = [t for t in focus.explain_triples if t.p.value == ns.TG_DROPPED_COUNT]
         assert dropped and int(dropped[0].o.value) >= 2  # the junk line and the unknown id
+
+        # 2b. v2: the grounding names the seed entities the exploration started from; each selection carries the
+        # selector's score (typed) and concept; the Focus and Synthesis record their model calls
+        grounding = next(m for m in msgs if m.explain_id.startswith("urn:trustgraph:prov:grounding:"))
+        concepts = [t.o.value for t in grounding.explain_triples if t.p.value == ns.TG_CONCEPT]
+        exploration = next(m for m in msgs if m.explain_id.startswith("urn:trustgraph:prov:exploration:"))
+        seeds = [t.o for t in exploration.explain_triples if t.p.value == ns.TG_ENTITY]
+        assert concepts and len(concepts) <= len(seeds)
+        assert [t.o.value for t in exploration.explain_triples if t.p.value == ns.PROV_WAS_DERIVED_FROM] \
+            == [grounding.explain_id]
+        scores = sorted(float(t.o.value) for t in focus.explain_triples if t.p.value == ns.TG_SCORE)
+        assert scores == sorted(round(0.9 - i / 10, 2) for i in range(len(edges)))
+        assert {t.o.datatype for t in focus.explain_triples if t.p.value == ns.TG_SCORE} == {ns.XSD_DOUBLE}
+        assert [t.o.value for t in focus.explain_triples if t.p.value == ns.TG_CONCEPT] == ["polonium"] * len(edges)
+        usage = {t.p.value: t.o for t in focus.explain_triples if t.s.value == focus.explain_id}
+        assert int(usage[ns.TG_IN_TOKEN].value) > 0 and int(usage[ns.TG_OUT_TOKEN].value) > 0
+        assert usage[ns.TG_IN_TOKEN].datatype == ns.XSD_INTEGER and usage[ns.TG_LLM_MODEL].value
 
         # 3. synthesis saw only the selected edges
         assert len(calls["kg-synthesis"]) == 1
@@ -131,6 +149,10 @@ async def test_explainable_query_end_to_end(deployment, llm_server, llm_settings
         assert keys(stored) == keys(streamed)
         report = validate_trace(stored)
         assert report.conforms, [v.message for v in report.violations]
+        synthesis = {t.p.value: t.o.value for t in stored if t.s.value == msgs[-2].explain_id}
+        out_tokens = int(synthesis[ns.TG_OUT_TOKEN])
+        assert out_tokens == len(answer.split())  # the test server counts words
+        assert int(msgs[-1].out_token) == out_tokens + int(usage[ns.TG_OUT_TOKEN].value)  # both calls, summed
 
         # 6. the answer is in the librarian, linked by tg:document, and the trace is listed
         doc = next(t.o.value for t in stored if t.p.value == ns.TG_DOCUMENT)
@@ -173,6 +195,8 @@ async def test_malformed_selection_is_recorded_honestly(deployment, llm_server, 
     answer = "".join(m.response for m in msgs if m.message_type == "chunk")
     assert answer == NO_SELECTION_ANSWER
     assert "kg-synthesis" not in calls  # nothing selected: the LLM is not asked to invent an answer
+    synthesis = [t for t in stored if t.s.value.startswith("urn:trustgraph:prov:synthesis:")]
+    assert synthesis and not [t for t in synthesis if t.p.value in (ns.TG_IN_TOKEN, ns.TG_LLM_MODEL)]
     focus = [t for t in stored if t.s.value.startswith("urn:trustgraph:prov:focus:")]
     assert not [t for t in focus if t.p.value == ns.TG_SELECTED_EDGE]
     assert [t for t in focus if t.p.value == ns.TG_DROPPED_COUNT]
@@ -233,8 +257,8 @@ async def test_store_timeout_is_a_clear_error(deployment, llm_server, llm_settin
 
 async def test_lost_explain_write_ends_the_session_with_an_error_and_no_gap(deployment, llm_server, llm_settings):
     """Injected fault: the explain write of the focus stage fails.  Writes run beside the query, but
-    the session still ends in an error, and storage holds question, exploration and an Error derived
-    from the exploration: nothing after the lost stage, so the trace has no hole and validates."""
+    the session still ends in an error, and storage holds question, grounding, exploration and an Error
+    derived from the exploration: nothing after the lost stage, so the trace has no hole and validates."""
     llm_server.set_script(polonium_script({}))
     stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
     try:

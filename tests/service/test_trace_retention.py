@@ -4,9 +4,10 @@ Anyone who can write to the bus can write triples into ``urn:graph:retrieval``, 
 forge traces straight into the triple store and check what retention promises
 (docs/guarantees.md, *Retention*):
 
-* it removes a librarian document only when it is the trace's own answer (answer URI of one of
-  its Questions, held as an answer, marked with one of its stages or stored before the marker);
-  a source document, its pages, chunks, knowledge and vectors are never touched;
+* it removes a librarian document only when it is the trace's own (its answer, or an agent's
+  thought or observation, by the URI scheme of one of its Questions; held as an answer; marked with
+  one of its nodes or stored before the marker); a source document, its pages, chunks, knowledge
+  and vectors are never touched;
 * it never enters another trace's nodes, however a forged trace links to them;
 * a trace still being written (no final stage reached yet, younger than the grace period) is
   skipped by prune and refused by delete, so a prune racing a query leaves every triple of it
@@ -25,6 +26,7 @@ import uuid
 
 import pytest
 from test_answer_store import stores, until
+from test_document_rag_and_agent import agent_script
 from test_graph_rag_service import polonium_script
 
 from trustgraph_base.processor import ServiceError
@@ -41,6 +43,7 @@ from trustgraph_base.provenance.triples import (
 from trustgraph_base.provenance.walk import PATTERN_LIMIT, collect_trace
 from trustgraph_base.rdf.terms import serialize_term
 from trustgraph_base.schema import (
+    AgentRequest,
     DocumentMetadata,
     GraphRagQuery,
     TraceAdminRequest,
@@ -258,6 +261,74 @@ async def test_answers_are_removed_only_through_their_own_trace(deployment):
         await stack.wait_idle()
     finally:
         await stack.stop()
+
+
+async def test_an_agent_trace_goes_with_its_thoughts_observations_and_answer_and_nothing_else(
+        deployment, llm_server, llm_settings):
+    """Trace model v2 stores an agent's thoughts, observations and answer in the librarian: deleting the trace
+    removes exactly those (and its sub-trace's answer); a forged trace pointing at them, or owning by its URIs a
+    source document stored under one of its thought ids, removes none of them."""
+    from trustgraph_cli.connection import Connection
+
+    coll = f"agentdocs{uuid.uuid4().hex[:6]}"
+    sid, forged_sid = f"ret-{uuid.uuid4().hex[:8]}", f"forged-{uuid.uuid4().hex[:8]}"
+    root, forged_root = uris.agent_session_uri(sid), uris.agent_session_uri(forged_sid)
+    squatted = uris.agent_thought_uri(forged_sid, 1)  # a source document under a thought id of the forged trace
+    await ingest(deployment, coll, [("urn:test:hahn", "Hahn", "text/plain", HAHN),
+                                    (squatted, "Squatter", "text/plain", b"Marie Curie discovered polonium.\n")])
+    llm_server.set_script(agent_script([
+        'Thought: ask the graph\nAction: knowledge-query\nArgs: {"question": "Who discovered nuclear fission?"}',
+        "Thought: I know it now\nFinal Answer: Otto Hahn discovered nuclear fission."]))
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        triples, librarian = stores(stack)
+        user = deployment.user
+        async with Connection.attach(stack, timeout=120) as conn:
+            msgs = [m async for m in (await conn.client("agent")).stream(AgentRequest(
+                question="Who discovered nuclear fission?", user=user, collection=coll, session_id=sid))]
+        assert msgs[-1].end_of_dialog and msgs[-1].error is None
+        own = [uris.agent_answer_uri(sid), uris.agent_thought_uri(sid, 1), uris.agent_observation_uri(sid, 1)]
+        async def concluded():
+            trace = await stored(stack, deployment, coll, root)
+            return trace if any(x.p.value == ns.RDF_TYPE and x.o.value == ns.TG_CONCLUSION for x in trace) else None
+
+        trace = await until(concluded, 60, "the agent's Conclusion to be stored")
+        sub_answers = [x.o.value for x in trace if x.p.value == ns.TG_DOCUMENT
+                       and x.o.value.startswith("urn:trustgraph:answer:")]
+        await until(lambda: all(_has(librarian, user, coll, d) for d in own + sub_answers), 60, "the documents")
+        for doc in own:
+            meta = librarian.get_metadata(user, coll, doc)
+            assert meta.document_type == ANSWER
+            assert marked_stages(meta) == [doc if "/i" in doc else uris.agent_final_uri(sid)]
+
+        node = f"{forged_root}/i1"
+        forged = [t(forged_root, ns.RDF_TYPE, ns.TG_AGENT_QUESTION), t(forged_root, ns.TG_QUERY, literal("x")),
+                  t(forged_root, ns.PROV_STARTED_AT_TIME, old_time()), t(node, ns.PROV_WAS_DERIVED_FROM, forged_root),
+                  *[t(node, ns.TG_DOCUMENT, d) for d in (*own, squatted)]]
+        triples.insert(user, coll, forged)
+        before = outside_traces(stack, deployment, coll)
+        r = await admin(stack, operation="delete", user=user, collection=coll, uri=forged_root)
+        assert (r.documents, r.skipped_documents) == (0, len(own) + 1)
+        assert all(_has(librarian, user, coll, d) for d in own)
+        assert librarian.get_metadata(user, coll, squatted).document_type == SOURCE
+        assert outside_traces(stack, deployment, coll) == before
+
+        r = await admin(stack, operation="delete", user=user, collection=coll, uri=root)
+        assert r.documents == len(own) + len(sub_answers) and r.skipped_documents == 0
+        assert not [d for d in own + sub_answers if _has(librarian, user, coll, d)]
+        assert retrieval_quads(stack, deployment, coll) == set()
+        assert outside_traces(stack, deployment, coll) == before
+        await stack.wait_idle()
+    finally:
+        await stack.stop()
+
+
+def _has(librarian, user: str, collection: str, doc: str) -> bool:
+    try:
+        librarian.get_metadata(user, collection, doc)
+    except NotFound:
+        return False
+    return True
 
 
 async def test_the_librarian_removes_a_document_only_of_the_type_a_removal_names(deployment):

@@ -21,7 +21,7 @@ def producers(processor) -> dict[str, object]:
 @pytest.mark.parametrize("service, expected", [
     (GraphRagService, {"explainability": False, "answers": False}),
     (DocumentRagService, {"explainability": False, "answers": False}),
-    (AgentService, {"explainability": False}),
+    (AgentService, {"explainability": False, "answers": False}),
 ])
 def test_a_query_service_stores_its_trace_through_unbatched_producers(service, expected):
     # the session's last message waits for the broker to accept each stage: a batch delay is pure latency

@@ -83,6 +83,24 @@ def test_reasoning_numbers_match_the_scores():
         assert edge.reasoning.endswith(f"score {edge.score:.2f}")
 
 
+def test_score_and_concept_are_returned_as_data():
+    selected = select_edges("Who discovered polonium?", EDGES, {"Marie Curie": 0.55, "polonium": 0.71})
+    best = selected[0].as_object()
+    assert best == {"id": "e7", "reasoning": selected[0].reasoning, "score": selected[0].score,
+                    "concept": "polonium"}  # the anchor it touches
+    assert isinstance(best["score"], float) and best["reasoning"].endswith(f"score {best['score']:.2f}")
+    # one hop from an anchor: the anchor it was reached from
+    bridged = next(s for s in select_edges("Where did Marie Curie's husband work?", EDGES,
+                                           {"Marie Curie": 0.55, "Pierre Curie": 0.45}, relative=0.3) if s.id == "e2")
+    assert bridged.concept == "Marie Curie"
+    # no anchor in the question: the entity its cosine came through
+    assert {s.concept for s in select_edges("Tell me about the famous physicist", EDGES,
+                                            {"Pierre Curie": 0.6})} == {"Pierre Curie"}
+    # words alone: no concept, and the object says so by leaving it out
+    lexical = select_edges("Who studied elements?", [{"id": "x1", "s": "Radium", "p": "studied by", "o": "Student"}])
+    assert lexical and lexical[0].concept == "" and "concept" not in lexical[0].as_object()
+
+
 def test_two_hop_question_reaches_the_anchor_and_its_neighbour_edges():
     # The default relative cut (0.5 of the best score) favours precision; a looser one reaches the second hop.
     scores = {"Marie Curie": 0.55, "Pierre Curie": 0.45}

@@ -94,6 +94,18 @@ def test_resolve_selection_skips_unknown_duplicate_and_excess_ids():
     assert any("unknown edge id" in x for x in r.reasons) and any("twice" in x for x in r.reasons)
 
 
+def test_resolve_selection_keeps_a_valid_score_and_concept_and_ignores_malformed_ones():
+    edges = [t("a", "p", "b"), t("b", "p", "c"), t("c", "p", "d"), t("d", "p", "e")]
+    g = get_labelgraph(edges, {})
+    objects = [{"id": g.ids[0], "reasoning": "r", "score": 0.8, "concept": " polonium "},
+               {"id": g.ids[1], "reasoning": "r", "score": "high", "concept": 7},
+               {"id": g.ids[2], "reasoning": "r", "score": float("nan")},
+               {"id": g.ids[3], "reasoning": "r", "score": True}]
+    r = resolve_selection(objects, g.uri_map)
+    assert [(s.score, s.concept) for s in r.selections] == [(0.8, "polonium"), (None, ""), (None, ""), (None, "")]
+    assert r.dropped == 0  # a malformed optional field never costs the selection
+
+
 def test_source_chain_reaches_the_document_and_sources_are_deduplicated():
     doc = "https://trustgraph.ai/doc/curie"
     page = uris.page_uri(doc, 2)
@@ -134,6 +146,8 @@ def test_model_requests_leave_before_the_explain_work_that_does_not_need_them():
 
         async def query(self, user, collection, patterns, **walk):
             order.append("source walk" if walk.get("follow") else "explore")
+            await asyncio.sleep(0)  # a request's wait: the stages queued before it are written meanwhile
+            order.append("answered")
             return [] if walk.get("follow") else [edge]
 
         async def prompt(self, template, terms):
@@ -163,3 +177,7 @@ def test_model_requests_leave_before_the_explain_work_that_does_not_need_them():
     assert sent[-1].error is None, sent[-1].error
     assert order.index("kg-edge-selection") < order.index("store exploration")
     assert order.index("kg-synthesis") < order.index("source walk")
+    # the Grounding goes out as soon as the seed entities are known: while the exploration's first hop is asked
+    assert order[:4] == ["explore", "store question", "store grounding", "answered"], order
+    explain = [m.explain_id.split(":")[-2] for m in sent if m.message_type == "explain"]
+    assert explain == ["question", "grounding", "exploration", "focus", "synthesis"]

@@ -153,6 +153,7 @@ async def test_extractive_edge_selection_objects_and_jsonl_text(extractive):
     assert isinstance(extractive, Prompter) and extractive.model_id == result.model == "extractive"
     assert result.objects[0]["id"] == "e1" and {o["id"] for o in result.objects} <= {"e1", "e2", "e3"}
     assert "cosine 0.74 to the question (via 'polonium')" in result.objects[0]["reasoning"]
+    assert isinstance(result.objects[0]["score"], float) and result.objects[0]["concept"] == "polonium"
     assert parse_jsonl(result.text, get_template("kg-edge-selection").validate).objects == result.objects
     assert (result.in_token, result.out_token, result.dropped) == (0, 0, 0)
 

@@ -14,10 +14,13 @@ import pytest
 from trustgraph_base.provenance import (
     TG,
     EdgeSelection,
+    LlmUsage,
     activity_triples,
     agent_final_triples,
     agent_iteration_triples,
+    agent_observation_triples,
     agent_session_triples,
+    agent_thought_triples,
     chunk_triples,
     docrag_exploration_triples,
     docrag_question_triples,
@@ -27,6 +30,7 @@ from trustgraph_base.provenance import (
     error_triples,
     exploration_triples,
     focus_triples,
+    grounding_triples,
     in_graph,
     page_triples,
     question_triples,
@@ -168,6 +172,17 @@ def test_question_triples():
     assert only(sub, q, ns.PROV_WAS_DERIVED_FROM) == iri(parent)
 
 
+def test_grounding_triples():
+    q, g = uris.question_uri(SID), uris.grounding_uri(SID)
+    assert g == f"urn:trustgraph:prov:grounding:{SID}"
+    ts = grounding_triples(g, q, ["Marie Curie", "polonium", "Marie Curie"])
+    assert_well_formed(ts, G)
+    assert types(ts, g) == {ns.PROV_ENTITY, ns.TG_GROUNDING}
+    assert only(ts, g, ns.PROV_WAS_DERIVED_FROM) == iri(q)
+    assert props(ts, g)[ns.TG_CONCEPT] == [literal("Marie Curie"), literal("polonium")]  # each concept once
+    assert ns.TG_CONCEPT not in props(grounding_triples(g, q, []), g)
+
+
 def test_exploration_triples():
     q, e = uris.question_uri(SID), uris.exploration_uri(SID)
     seeds = [iri("http://example.org/e/curie"), literal("radium", language="en")]
@@ -175,8 +190,12 @@ def test_exploration_triples():
     assert_well_formed(ts, G)
     assert types(ts, e) == {ns.PROV_ENTITY, ns.TG_EXPLORATION}
     assert only(ts, e, ns.PROV_WAS_GENERATED_BY) == iri(q)
+    assert ns.PROV_WAS_DERIVED_FROM not in props(ts, e)
     assert only(ts, e, ns.TG_EDGE_COUNT) == literal("42", datatype=XSD + "integer")
     assert props(ts, e)[ns.TG_ENTITY] == seeds
+    grounded = exploration_triples(e, q, 42, seeds, grounding_uri=uris.grounding_uri(SID))
+    assert only(grounded, e, ns.PROV_WAS_DERIVED_FROM) == iri(uris.grounding_uri(SID))
+    assert only(grounded, e, ns.PROV_WAS_GENERATED_BY) == iri(q)
 
 
 def test_focus_triples_quote_the_original_edges():
@@ -204,6 +223,32 @@ def test_focus_triples_quote_the_original_edges():
         assert quoted.triple == Triple(edge.s, edge.p, edge.o)
     assert only(ts, sel_uris[0], ns.TG_REASONING) == literal("born then")
     assert ns.TG_REASONING not in props(ts, sel_uris[2])  # empty reasoning is not recorded
+    for u in sel_uris:  # no score or concept given: none recorded
+        assert ns.TG_SCORE not in props(ts, u) and ns.TG_CONCEPT not in props(ts, u)
+    assert ns.TG_IN_TOKEN not in props(ts, f) and ns.TG_LLM_MODEL not in props(ts, f)
+
+
+def test_focus_records_score_concept_and_the_selection_call():
+    f, e = uris.focus_uri(SID), uris.exploration_uri(SID)
+    edge = Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/discovered"),
+                  iri("http://example.org/e/polonium"))
+    selections = [EdgeSelection(edge, "names the discoverer", "ab12cd34", score=0.78, concept="polonium"),
+                  EdgeSelection(edge, "again", "ab12cd35", score=1, concept=""),
+                  EdgeSelection(edge, "tiny", "ab12cd36", score=1e-7)]
+    ts = focus_triples(f, e, selections, SID, usage=LlmUsage(1200, 45, "gpt-x"))
+    assert_well_formed(ts, G)
+    first, second, third = (uris.edge_selection_uri(SID, i) for i in range(3))
+    assert only(ts, first, ns.TG_SCORE) == literal("0.78", datatype=XSD + "double")
+    assert only(ts, first, ns.TG_CONCEPT) == literal("polonium")
+    assert only(ts, second, ns.TG_SCORE) == literal("1.0", datatype=XSD + "double")
+    assert ns.TG_CONCEPT not in props(ts, second)
+    assert float(only(ts, third, ns.TG_SCORE).value) == 1e-7
+    assert only(ts, f, ns.TG_IN_TOKEN) == literal("1200", datatype=XSD + "integer")
+    assert only(ts, f, ns.TG_OUT_TOKEN) == literal("45", datatype=XSD + "integer")
+    assert only(ts, f, ns.TG_LLM_MODEL) == literal("gpt-x")
+    for bad in (float("nan"), float("inf"), True, "0.5"):
+        with pytest.raises(TermError, match="finite number"):
+            focus_triples(f, e, [EdgeSelection(edge, "r", "x", score=bad)], SID)
 
 
 def test_focus_without_selections_is_recorded_honestly():
@@ -216,14 +261,19 @@ def test_focus_without_selections_is_recorded_honestly():
 
 def test_synthesis_triples():
     s, f = uris.synthesis_uri(SID), uris.focus_uri(SID)
-    ts = synthesis_triples(s, f, uris.answer_document_uri(SID), llm_model="m1")
+    ts = synthesis_triples(s, f, uris.answer_document_uri(SID), usage=LlmUsage(300, 0, "m1"))
     assert_well_formed(ts, G)
     assert types(ts, s) == {ns.PROV_ENTITY, ns.TG_SYNTHESIS}
     assert only(ts, s, ns.PROV_WAS_DERIVED_FROM) == iri(f)
     assert only(ts, s, ns.TG_DOCUMENT) == iri(f"urn:trustgraph:answer:{SID}")
     assert only(ts, s, ns.TG_LLM_MODEL) == literal("m1")
+    assert only(ts, s, ns.TG_IN_TOKEN) == literal("300", datatype=XSD + "integer")
+    assert only(ts, s, ns.TG_OUT_TOKEN) == literal("0", datatype=XSD + "integer")
     inline = synthesis_triples(s, f, content="The answer")
     assert only(inline, s, ns.TG_CONTENT) == literal("The answer") and ns.TG_DOCUMENT not in props(inline, s)
+    assert not {ns.TG_IN_TOKEN, ns.TG_OUT_TOKEN, ns.TG_LLM_MODEL} & props(inline, s).keys()  # no model call
+    with pytest.raises(TermError, match="expected an integer"):
+        synthesis_triples(s, f, usage=LlmUsage(1.5, 0, "m"))
 
 
 def test_error_triples():
@@ -240,9 +290,14 @@ def test_error_triples():
 
 def test_docrag_triples():
     q, e, s = uris.docrag_question_uri(SID), uris.docrag_exploration_uri(SID), uris.docrag_synthesis_uri(SID)
+    g = uris.docrag_grounding_uri(SID)
+    assert g == f"urn:trustgraph:docrag:{SID}/grounding"
     ts = (docrag_question_triples(q, "What does the report say?", WHEN)
-          + docrag_exploration_triples(e, q, ["urn:chunk:1", "urn:chunk:2", "urn:chunk:3"])
-          + docrag_synthesis_triples(s, e, "It says…", uris.docrag_answer_uri(SID)))
+          + grounding_triples(g, q, ["What does the report say?"])
+          + docrag_exploration_triples(e, q, ["urn:chunk:1", "urn:chunk:2", "urn:chunk:3"], grounding_uri=g)
+          + docrag_synthesis_triples(s, e, "It says…", uris.docrag_answer_uri(SID), usage=LlmUsage(10, 4, "m")))
+    assert only(ts, e, ns.PROV_WAS_DERIVED_FROM) == iri(g)
+    assert only(ts, s, ns.TG_OUT_TOKEN) == literal("4", datatype=XSD + "integer")
     assert_well_formed(ts, G)
     assert types(ts, q) == {ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_DOC_RAG_QUESTION}
     assert only(ts, q, ns.PROV_STARTED_AT_TIME).datatype == XSD + "dateTime"
@@ -258,45 +313,65 @@ def test_docrag_triples():
 
 # ---------------------------------------------------------------- agent builders
 
-def test_agent_builders_have_the_exact_signatures():
+def test_agent_builders_have_the_v2_signatures():
     def positional(fn):
         return [p.name for p in inspect.signature(fn).parameters.values()
                 if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
 
     assert positional(agent_session_triples) == ["session_uri", "query", "timestamp"]
-    assert positional(agent_iteration_triples) == ["iteration_uri", "parent_uri", "thought", "action", "arguments",
-                                                   "observation"]
-    assert positional(agent_final_triples) == ["final_uri", "parent_uri", "answer"]
+    assert positional(agent_iteration_triples) == ["iteration_uri", "parent_uri", "action", "arguments"]
+    assert positional(agent_thought_triples) == ["thought_uri", "iteration_uri"]
+    assert positional(agent_observation_triples) == ["observation_uri", "iteration_uri"]
+    assert positional(agent_final_triples) == ["final_uri", "parent_uri", "document_uri"]
 
 
 def test_agent_triples():
-    q, a1, a2, c = (uris.agent_session_uri("sess-1"), uris.agent_iteration_uri("sess-1", 1),
-                    uris.agent_iteration_uri("sess-1", 2), uris.agent_final_uri("sess-1"))
+    s = "sess-1"
+    q, a1, a2, c = (uris.agent_session_uri(s), uris.agent_iteration_uri(s, 1), uris.agent_iteration_uri(s, 2),
+                    uris.agent_final_uri(s))
+    t1, o1, o2 = uris.agent_thought_uri(s, 1), uris.agent_observation_uri(s, 1), uris.agent_observation_uri(s, 2)
+    assert (t1, o1) == ("urn:trustgraph:agent:sess-1/i1/thought", "urn:trustgraph:agent:sess-1/i1/observation")
     ts = (agent_session_triples(q, "Plan a trip", WHEN)
-          + agent_iteration_triples(a1, q, "I should look it up", "knowledge-query", {"z": 1, "question": "Paris?"},
-                                    "Paris is nice")
-          + agent_iteration_triples(a2, a1, "Done", "none", '{"already": "json"}', "", tool_error="timeout")
-          + agent_final_triples(c, a2, "Go to Paris", termination_reason="answered",
-                                document_uri=uris.agent_answer_uri("sess-1")))
+          + agent_iteration_triples(a1, q, "knowledge-query", {"z": 1, "question": "Paris?"}, thought_uri=t1,
+                                    usage=LlmUsage(812, 40, "gpt-x"))
+          + agent_thought_triples(t1, a1)
+          + agent_observation_triples(o1, a1)
+          + agent_iteration_triples(a2, o1, "none", '{"already": "json"}')
+          + agent_observation_triples(o2, a2, tool_error="timeout")
+          + agent_final_triples(c, o2, uris.agent_answer_uri(s), termination_reason="answered",
+                                usage=LlmUsage(900, 12, "gpt-x")))
     assert_well_formed(ts, G)
     assert types(ts, q) == {ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_AGENT_QUESTION}
     assert only(ts, q, ns.TG_QUERY) == literal("Plan a trip")
     assert only(ts, q, ns.PROV_STARTED_AT_TIME) == timestamp_literal(WHEN)
     assert types(ts, a1) == {ns.PROV_ENTITY, ns.TG_ANALYSIS}
     assert only(ts, a1, ns.PROV_WAS_DERIVED_FROM) == iri(q)
-    assert only(ts, a2, ns.PROV_WAS_DERIVED_FROM) == iri(a1)
-    assert only(ts, a1, ns.TG_THOUGHT) == literal("I should look it up")
+    assert only(ts, a2, ns.PROV_WAS_DERIVED_FROM) == iri(o1)  # each Analysis follows the last Observation
     assert only(ts, a1, ns.TG_ACTION) == literal("knowledge-query")
     args = only(ts, a1, ns.TG_ARGUMENTS).value
     assert json.loads(args) == {"z": 1, "question": "Paris?"} and args.index('"question"') < args.index('"z"')
     assert only(ts, a2, ns.TG_ARGUMENTS) == literal('{"already": "json"}')
-    assert only(ts, a1, ns.TG_OBSERVATION) == literal("Paris is nice")
-    assert only(ts, a2, ns.TG_TOOL_ERROR) == literal("timeout")
+    assert only(ts, a1, ns.TG_IN_TOKEN) == literal("812", datatype=XSD + "integer")
+    assert only(ts, a1, ns.TG_LLM_MODEL) == literal("gpt-x")
+    assert not {ns.TG_IN_TOKEN, ns.TG_LLM_MODEL} & props(ts, a2).keys()
+    # the thought: an entity of its own whose text is the librarian document of the same URI (TrustGraph's shape);
+    # each builder describes one node, as TrustGraph's client types an explain event by all of its types
+    assert only(ts, a1, ns.TG_THOUGHT) == iri(t1)
+    for build in (agent_iteration_triples(a1, q, "a", {}, thought_uri=t1), agent_thought_triples(t1, a1),
+                  agent_observation_triples(o1, a1)):
+        assert len({t.s.value for t in build}) == 1
+    assert types(ts, t1) == {ns.PROV_ENTITY, ns.TG_REFLECTION_TYPE, ns.TG_THOUGHT_TYPE}
+    assert only(ts, t1, ns.PROV_WAS_DERIVED_FROM) == iri(a1) and only(ts, t1, ns.TG_DOCUMENT) == iri(t1)
+    assert ns.TG_THOUGHT not in props(ts, a2)  # no thought given: none recorded
+    assert types(ts, o1) == {ns.PROV_ENTITY, ns.TG_OBSERVATION_TYPE}
+    assert only(ts, o1, ns.PROV_WAS_DERIVED_FROM) == iri(a1) and only(ts, o1, ns.TG_DOCUMENT) == iri(o1)
+    assert ns.TG_TOOL_ERROR not in props(ts, o1) and only(ts, o2, ns.TG_TOOL_ERROR) == literal("timeout")
+    assert not {ns.TG_OBSERVATION, ns.TG_ANSWER} & {t.p.value for t in ts}  # the texts are documents, not inline
     assert types(ts, c) == {ns.PROV_ENTITY, ns.TG_CONCLUSION}
-    assert only(ts, c, ns.PROV_WAS_DERIVED_FROM) == iri(a2)
-    assert only(ts, c, ns.TG_ANSWER) == literal("Go to Paris")
+    assert only(ts, c, ns.PROV_WAS_DERIVED_FROM) == iri(o2)
     assert only(ts, c, ns.TG_TERMINATION_REASON) == literal("answered")
     assert only(ts, c, ns.TG_DOCUMENT) == iri("urn:trustgraph:agent:sess-1/answer")
+    assert only(ts, c, ns.TG_OUT_TOKEN) == literal("12", datatype=XSD + "integer")
 
 
 # ---------------------------------------------------------------- extraction builders (urn:graph:source)
@@ -330,16 +405,20 @@ def all_builder_triples() -> list[Triple]:
     doc = "urn:document:d"
     edge = Triple(iri("http://example.org/e/a"), iri("http://example.org/r/b"), literal("c"))
     return (question_triples("urn:q:1", "q", WHEN, parent_uri="urn:a:1")
-            + exploration_triples("urn:e:1", "urn:q:1", 1, [iri("http://example.org/e/a")])
-            + focus_triples("urn:f:1", "urn:e:1", [(edge, "why")], "1", dropped=1)
-            + synthesis_triples("urn:s:1", "urn:f:1", "urn:d:1", content="x", llm_model="m")
+            + grounding_triples("urn:g:1", "urn:q:1", ["c"])
+            + exploration_triples("urn:e:1", "urn:q:1", 1, [iri("http://example.org/e/a")], grounding_uri="urn:g:1")
+            + focus_triples("urn:f:1", "urn:e:1", [EdgeSelection(edge, "why", score=0.5, concept="c")], "1",
+                            dropped=1, usage=LlmUsage(1, 1, "m"))
+            + synthesis_triples("urn:s:1", "urn:f:1", "urn:d:1", content="x", usage=LlmUsage(1, 1, "m"))
             + error_triples("urn:err:1", "urn:f:1", "m", "s")
             + docrag_question_triples("urn:q:2", "q", WHEN)
             + docrag_exploration_triples("urn:e:2", "urn:q:2", ["urn:chunk:1"])
-            + docrag_synthesis_triples("urn:s:2", "urn:e:2", "x", "urn:d:2", llm_model="m")
+            + docrag_synthesis_triples("urn:s:2", "urn:e:2", "x", "urn:d:2", usage=LlmUsage(1, 1, "m"))
             + agent_session_triples("urn:q:3", "q", WHEN)
-            + agent_iteration_triples("urn:a:3", "urn:q:3", "t", "a", {}, "o", tool_error="e")
-            + agent_final_triples("urn:c:3", "urn:a:3", "x", termination_reason="r", document_uri="urn:d:3")
+            + agent_iteration_triples("urn:a:3", "urn:q:3", "a", {}, thought_uri="urn:t:3", usage=LlmUsage(1, 1, "m"))
+            + agent_thought_triples("urn:t:3", "urn:a:3")
+            + agent_observation_triples("urn:o:3", "urn:a:3", tool_error="e")
+            + agent_final_triples("urn:c:3", "urn:o:3", "urn:d:3", termination_reason="r")
             + document_triples(doc, "T", "text/plain", 1) + page_triples("urn:p:1", doc, 1, activity_uri="urn:act:1")
             + chunk_triples("urn:chunk:1", "urn:p:1", 0, 0, 1, activity_uri="urn:act:1")
             + subgraph_triples("urn:sg:1", "urn:chunk:1", [edge], activity_uri="urn:act:1")
@@ -384,7 +463,7 @@ def test_in_graph_copies_into_a_graph():
 
 def test_builders_default_graph_argument():
     assert {t.g for t in question_triples("urn:q:1", "q", WHEN, graph="")} == {""}
-    assert {t.g for t in agent_final_triples("urn:c:1", "urn:q:1", "a", graph="urn:g:x")} == {"urn:g:x"}
+    assert {t.g for t in agent_final_triples("urn:c:1", "urn:q:1", "urn:d:1", graph="urn:g:x")} == {"urn:g:x"}
 
 
 # ---------------------------------------------------------------- bad input to builders
@@ -396,13 +475,19 @@ def test_builders_reject_invalid_iris(bad):
     calls = [
         lambda: question_triples(bad, "q", WHEN),
         lambda: question_triples(ok, "q", WHEN, parent_uri=bad or "urn:x:<empty>"),
+        lambda: grounding_triples(bad, ok, ["c"]),
         lambda: exploration_triples(ok, bad, 1),
+        lambda: exploration_triples(ok, ok, 1, grounding_uri=bad or "urn:x:<empty>"),
         lambda: focus_triples(bad, ok, [], "s"),
         lambda: synthesis_triples(ok, ok, bad or "urn:x:<empty>"),
         lambda: docrag_exploration_triples(ok, ok, [bad]),
         lambda: agent_session_triples(bad, "q", WHEN),
-        lambda: agent_iteration_triples(ok, bad, "t", "a", {}, "o"),
-        lambda: agent_final_triples(bad, ok, "a"),
+        lambda: agent_iteration_triples(ok, bad, "a", {}),
+        lambda: agent_iteration_triples(ok, ok, "a", {}, thought_uri=bad or "urn:x:<empty>"),
+        lambda: agent_thought_triples(bad, ok),
+        lambda: agent_observation_triples(bad, ok),
+        lambda: agent_final_triples(bad, ok, "urn:d:1"),
+        lambda: agent_final_triples(ok, ok, bad or "urn:x:<empty>"),
         lambda: chunk_triples(ok, bad, 0, 0, 1),
     ]
     for call in calls:
@@ -435,7 +520,7 @@ def test_builders_reject_absurd_literals_but_escape_control_characters():
     with pytest.raises(TermError, match="literal longer than"):
         question_triples("urn:q:1", "x" * (MAX_LITERAL_LENGTH + 1), WHEN)
     with pytest.raises(TermError, match="unpaired surrogate"):
-        agent_final_triples("urn:c:1", "urn:q:1", "bad \ud800 text")
+        agent_observation_triples("urn:o:1", "urn:a:1", tool_error="bad \ud800 text")
     from trustgraph_base.rdf.export import parse, serialize
 
     nasty = "ctrl \x00\x07\x1b\x7f and \"quotes\" and\nnewlines and \"> ; <x> <y> <z> ."
@@ -468,10 +553,17 @@ def test_only_a_final_stage_ends_a_trace():
     assert ends_a_trace(synthesis_triples(uris.synthesis_uri(s), uris.focus_uri(s)))
     assert ends_a_trace(docrag_synthesis_triples(uris.synthesis_uri(s), uris.exploration_uri(s), "answer"))
     assert ends_a_trace(error_triples(uris.error_uri(s), q, "LLM down", "focus"))
-    assert ends_a_trace(agent_final_triples(uris.agent_final_uri(s), uris.agent_session_uri(s), "42"))
+    assert ends_a_trace(agent_final_triples(uris.agent_final_uri(s), uris.agent_session_uri(s),
+                                            uris.agent_answer_uri(s)))
     assert not ends_a_trace(question_triples(q, "why?"))
     assert not ends_a_trace(exploration_triples(uris.exploration_uri(s), q, 3))
     assert not ends_a_trace(agent_session_triples(uris.agent_session_uri(s), "why?"))
+    assert not ends_a_trace(grounding_triples(uris.grounding_uri(s), q, ["c"]))
+    assert not ends_a_trace(agent_iteration_triples(uris.agent_iteration_uri(s, 1), uris.agent_session_uri(s), "a",
+                                                    {}, thought_uri=uris.agent_thought_uri(s, 1)))
+    assert not ends_a_trace(agent_thought_triples(uris.agent_thought_uri(s, 1), uris.agent_iteration_uri(s, 1)))
+    assert not ends_a_trace(agent_observation_triples(uris.agent_observation_uri(s, 1),
+                                                      uris.agent_iteration_uri(s, 1)))
     assert not ends_a_trace([])
     # a Synthesis IRI as the object of another predicate is not a stage
     assert not ends_a_trace([Triple(iri(q), iri(ns.TG_DOCUMENT), iri(ns.TG_SYNTHESIS))])

@@ -2,7 +2,9 @@
 
 The reference readers below are the hand-written ones this parser replaces (the retention regex, the
 CLI's check of a trace argument, its agent-parent lookup, its final-stage look-up, the agent's
-filter of forwarded sub-query events); on every URI they must agree with the parser.
+filter of forwarded sub-query events), the retention regex extended by the one stage URI trace
+model v2 added outside the docrag and agent suffixes (``urn:trustgraph:prov:grounding:{uuid}``);
+on every URI they must agree with the parser.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ SID = "3f2b9c1e-0000-4000-8000-000000000001"
 _SESSION = r"[A-Za-z0-9._\-]+"
 _OLD_TRACE_NODE = re.compile(
     rf"urn:trustgraph:(?:question:(?P<q>{_SESSION})"
-    rf"|prov:(?:exploration|focus|synthesis|error):(?P<stage>{_SESSION})"
+    rf"|prov:(?:grounding|exploration|focus|synthesis|error):(?P<stage>{_SESSION})"
     rf"|prov:edge:(?P<edge>{_SESSION}):[0-9]+"
     rf"|answer:(?P<answer>{_SESSION})"
     rf"|(?P<kind>docrag|agent):(?P<sid>{_SESSION})(?:/.*)?)\Z", re.DOTALL)
@@ -58,9 +60,10 @@ def old_forwarded_sub_question(uri: str) -> bool:
 
 
 # URIs built from the pieces the scheme is made of, so that most examples are close to real ones
-_PIECES = st.sampled_from(["urn:trustgraph:", "question:", "prov:", "exploration:", "focus:", "synthesis:", "error:",
-                           "edge:", "answer:", "docrag:", "agent:", "/", "/i", "/final", "/error", "/answer",
-                           "/exploration", "/synthesis", ":", "0", "12", "i", SID, "s.1_x-y", "\n", " ", "é", "~"])
+_PIECES = st.sampled_from(["urn:trustgraph:", "question:", "prov:", "grounding:", "exploration:", "focus:",
+                           "synthesis:", "error:", "edge:", "answer:", "docrag:", "agent:", "/", "/i", "/final",
+                           "/error", "/answer", "/grounding", "/exploration", "/synthesis", "/thought", "/observation",
+                           ":", "0", "12", "i", SID, "s.1_x-y", "\n", " ", "é", "~"])
 URIS = st.one_of(st.lists(_PIECES, max_size=8).map("".join), st.text(max_size=40),
                  st.builds(lambda a, b: "urn:trustgraph:" + a + b, _PIECES, st.text(max_size=20)))
 SESSIONS = st.from_regex(r"[A-Za-z0-9._\-]{1,40}", fullmatch=True)
@@ -83,6 +86,12 @@ def test_the_builders_name_exactly_the_documented_uris():
     assert uris.docrag_synthesis_uri(SID) == f"urn:trustgraph:docrag:{SID}/synthesis"
     assert uris.agent_iteration_uri("run-1", 2) == "urn:trustgraph:agent:run-1/i2"
     assert uris.agent_final_uri("run-1") == "urn:trustgraph:agent:run-1/final"
+    assert uris.grounding_uri(SID) == f"urn:trustgraph:prov:grounding:{SID}"
+    assert uris.docrag_grounding_uri(SID) == f"urn:trustgraph:docrag:{SID}/grounding"
+    assert uris.agent_thought_uri("run-1", 2) == "urn:trustgraph:agent:run-1/i2/thought"
+    assert uris.agent_observation_uri("run-1", 2) == "urn:trustgraph:agent:run-1/i2/observation"
+    with pytest.raises(ValueError):
+        uris.agent_observation_uri("run-1", 0)
     with pytest.raises(ValueError):
         uris.trace_uri("docrag", SID, "focus")
     with pytest.raises(ValueError):
@@ -94,6 +103,12 @@ def test_a_uri_is_read_into_kind_session_stage_and_index():
     assert parse_trace_uri("urn:trustgraph:agent:run-1/i12") == TraceUri("agent", "run-1", "analysis", 12)
     assert parse_trace_uri("urn:trustgraph:agent:run-1/final") == TraceUri("agent", "run-1", "conclusion")
     assert parse_trace_uri(f"urn:trustgraph:docrag:{SID}/answer") == TraceUri("docrag", SID, "answer")
+    assert parse_trace_uri(f"urn:trustgraph:prov:grounding:{SID}") == TraceUri("graphrag", SID, "grounding")
+    assert parse_trace_uri(f"urn:trustgraph:docrag:{SID}/grounding") == TraceUri("docrag", SID, "grounding")
+    assert parse_trace_uri("urn:trustgraph:agent:run-1/i3/thought") == TraceUri("agent", "run-1", "thought", 3)
+    assert parse_trace_uri("urn:trustgraph:agent:run-1/i3/observation") == TraceUri("agent", "run-1", "observation",
+                                                                                     3)
+    assert parse_trace_uri("urn:trustgraph:agent:run-1/i3/other") == TraceUri("agent", "run-1", "")
     # a suffix the scheme does not define: no stage, but still named after that trace
     assert parse_trace_uri("urn:trustgraph:agent:run-1/i0") == TraceUri("agent", "run-1", "")
     assert parse_trace_uri(f"urn:trustgraph:docrag:{SID}/") == TraceUri("docrag", SID, "")
@@ -132,6 +147,20 @@ def test_forwarded_sub_questions_are_the_ones_the_agent_forwarded(uri):
     if re.fullmatch(r"urn:trustgraph:(question|docrag):[A-Za-z0-9._\-]+", uri):
         assert (trace is not None and trace.stage == "question" and trace.kind in ("graphrag", "docrag")) \
             == old_forwarded_sub_question(uri)
+
+
+def test_the_documents_a_trace_stores_name_their_trace():
+    assert uris.document_owner(f"urn:trustgraph:answer:{SID}") == f"urn:trustgraph:question:{SID}"
+    assert uris.document_owner(f"urn:trustgraph:docrag:{SID}/answer") == f"urn:trustgraph:docrag:{SID}"
+    for doc in ("urn:trustgraph:agent:run-1/answer", "urn:trustgraph:agent:run-1/i2/thought",
+                "urn:trustgraph:agent:run-1/i12/observation"):
+        assert uris.document_owner(doc) == "urn:trustgraph:agent:run-1", doc
+    # stages, other suffixes and documents of no trace are no trace's documents
+    for doc in (f"urn:trustgraph:question:{SID}", f"urn:trustgraph:prov:synthesis:{SID}",
+                "urn:trustgraph:agent:run-1/i2", "urn:trustgraph:agent:run-1/i2/thoughts",
+                "urn:trustgraph:agent:run-1/i0/thought", f"urn:trustgraph:docrag:{SID}/thought",
+                "urn:document:report", "urn:chunk:1", ""):
+        assert uris.document_owner(doc) == "", doc
 
 
 def test_final_stage_uris_of_every_kind_of_question():

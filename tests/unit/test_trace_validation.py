@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from trustgraph_base.provenance import (
     EdgeSelection,
+    LlmUsage,
     agent_final_triples,
     agent_iteration_triples,
+    agent_observation_triples,
     agent_session_triples,
+    agent_thought_triples,
     docrag_exploration_triples,
     docrag_question_triples,
     docrag_synthesis_triples,
     error_triples,
     exploration_triples,
     focus_triples,
+    grounding_triples,
     question_triples,
     synthesis_triples,
     uris,
@@ -33,8 +38,10 @@ XSD = ns.XSD
 G = ns.GRAPH_RETRIEVAL
 WHEN = "2025-06-01T09:30:00.000Z"
 
-Q, EXP, FOC, SYN = (uris.question_uri("s1"), uris.exploration_uri("s1"), uris.focus_uri("s1"),
-                    uris.synthesis_uri("s1"))
+Q, GND, EXP, FOC, SYN = (uris.question_uri("s1"), uris.grounding_uri("s1"), uris.exploration_uri("s1"),
+                         uris.focus_uri("s1"), uris.synthesis_uri("s1"))
+USAGE = LlmUsage(1200, 40, "test-model")
+V1_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_v1" / "traces.trig"
 SEL = [uris.edge_selection_uri("s1", i) for i in range(3)]
 EDGES = [
     Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/won"), iri("http://example.org/e/nobel")),
@@ -45,34 +52,48 @@ EDGES = [
 
 def graphrag_trace() -> list[Triple]:
     return (question_triples(Q, "What did Curie win?", WHEN)
-            + exploration_triples(EXP, Q, 40, [iri("http://example.org/e/curie")])
-            + focus_triples(FOC, EXP, [EdgeSelection(e, f"relevant because {i}") for i, e in enumerate(EDGES)],
-                            "s1", dropped=1)
-            + synthesis_triples(SYN, FOC, uris.answer_document_uri("s1"), llm_model="test-model"))
+            + grounding_triples(GND, Q, ["Marie Curie"])
+            + exploration_triples(EXP, Q, 40, [iri("http://example.org/e/curie")], grounding_uri=GND)
+            + focus_triples(FOC, EXP, [EdgeSelection(e, f"relevant because {i}", score=0.5 + i / 10, concept="Curie")
+                                       for i, e in enumerate(EDGES)], "s1", dropped=1, usage=USAGE)
+            + synthesis_triples(SYN, FOC, uris.answer_document_uri("s1"), usage=USAGE))
 
 
 def docrag_trace(session: str = "d1") -> list[Triple]:
     q, e, s = uris.docrag_question_uri(session), uris.docrag_exploration_uri(session), uris.docrag_synthesis_uri(session)
+    g = uris.docrag_grounding_uri(session)
     return (docrag_question_triples(q, "What is in the report?", WHEN)
-            + docrag_exploration_triples(e, q, ["urn:chunk:1", "urn:chunk:2"])
-            + docrag_synthesis_triples(s, e, "The report says…", uris.docrag_answer_uri(session)))
+            + grounding_triples(g, q, ["What is in the report?"])
+            + docrag_exploration_triples(e, q, ["urn:chunk:1", "urn:chunk:2"], grounding_uri=g)
+            + docrag_synthesis_triples(s, e, "The report says…", uris.docrag_answer_uri(session), usage=USAGE))
 
 
 def agent_trace(session: str = "a1", iterations: int = 2) -> list[Triple]:
+    """Question <- Analysis 1 (with its Thought) <- Observation 1 <- Analysis 2 <- ... <- Conclusion."""
     q = uris.agent_session_uri(session)
     out = agent_session_triples(q, "Plan a trip", WHEN)
     parent = q
     for n in range(1, iterations + 1):
-        a = uris.agent_iteration_uri(session, n)
-        out += agent_iteration_triples(a, parent, f"thought {n}", "knowledge-query", {"question": f"q{n}"},
-                                       f"observation {n}")
-        parent = a
-    return out + agent_final_triples(uris.agent_final_uri(session), parent, "Go to Paris")
+        a, o = uris.agent_iteration_uri(session, n), uris.agent_observation_uri(session, n)
+        t = uris.agent_thought_uri(session, n)
+        out += agent_iteration_triples(a, parent, "knowledge-query", {"question": f"q{n}"}, thought_uri=t,
+                                       usage=USAGE)
+        out += agent_thought_triples(t, a)
+        out += agent_observation_triples(o, a)
+        parent = o
+    return out + agent_final_triples(uris.agent_final_uri(session), parent, uris.agent_answer_uri(session),
+                                     usage=USAGE)
 
 
 def error_trace() -> list[Triple]:
-    return (question_triples(Q, "What did Curie win?", WHEN) + exploration_triples(EXP, Q, 0)
+    return (question_triples(Q, "What did Curie win?", WHEN) + grounding_triples(GND, Q, [])
+            + exploration_triples(EXP, Q, 0, grounding_uri=GND)
             + error_triples(uris.error_uri("s1"), EXP, "LLM endpoint unreachable", "focus"))
+
+
+def v1_traces() -> list[Triple]:
+    """Traces stored by trace model v1 (tests/fixtures/trace_v1): no Grounding, agent texts inline."""
+    return parse(V1_FIXTURE.read_bytes(), "trig")
 
 
 def drop(trace: list[Triple], s: str | None = None, p: str | None = None, o: str | None = None) -> list[Triple]:
@@ -98,8 +119,8 @@ def assert_fails(report: ValidationReport, *fragments: str, focus: str | None = 
 
 # ---------------------------------------------------------------- valid traces pass
 
-@pytest.mark.parametrize("build", [graphrag_trace, docrag_trace, agent_trace, error_trace],
-                         ids=["graphrag", "docrag", "agent", "error"])
+@pytest.mark.parametrize("build", [graphrag_trace, docrag_trace, agent_trace, error_trace, v1_traces],
+                         ids=["graphrag", "docrag", "agent", "error", "stored-by-v1"])
 def test_valid_traces_conform(build):
     report = validate_trace(build())
     assert report.violations == [], report.text()
@@ -141,6 +162,9 @@ def test_focus_without_derivation_link():
 def test_exploration_without_question_link():
     report = validate_trace(drop(graphrag_trace(), s=EXP, p=ns.PROV_WAS_GENERATED_BY))
     assert_fails(report, f"Exploration {EXP} has no prov:wasGeneratedBy link to its Question")
+    assert len(report.violations) == 1, report.text()  # it still leads back, through its Grounding
+    report = validate_trace(drop(drop(graphrag_trace(), s=EXP, p=ns.PROV_WAS_GENERATED_BY),
+                                 s=EXP, p=ns.PROV_WAS_DERIVED_FROM))
     assert_fails(report, f"Exploration {EXP} does not lead back to a tg:Question")
 
 
@@ -162,18 +186,28 @@ def test_synthesis_without_answer_document():
 
 def test_agent_analysis_with_missing_parent():
     trace = agent_trace()
-    missing = uris.agent_iteration_uri("a1", 1)
+    missing = uris.agent_observation_uri("a1", 1)
     report = validate_trace(drop(trace, s=missing))
     assert_fails(report, f"Analysis {uris.agent_iteration_uri('a1', 2)} points at {missing}", "is not in the trace")
+    analysis = uris.agent_iteration_uri("a1", 1)
+    report = validate_trace(drop(trace, s=analysis))
+    assert_fails(report, f"Observation {missing} points at {analysis}", "is not in the trace")
+    assert_fails(report, f"Thought {uris.agent_thought_uri('a1', 1)} points at {analysis}", "is not in the trace")
+
+
+def test_exploration_derived_from_a_missing_grounding():
+    report = validate_trace(drop(graphrag_trace(), s=GND))
+    v = assert_fails(report, f"Exploration {EXP} points at {GND} through prov:wasDerivedFrom", "is not in the trace")
+    assert v.constraint == "DerivedFromInTrace"
 
 
 def test_derivation_cycle_does_not_reach_question():
-    a1, a2 = uris.agent_iteration_uri("a1", 1), uris.agent_iteration_uri("a1", 2)
+    a1, o2 = uris.agent_iteration_uri("a1", 1), uris.agent_observation_uri("a1", 2)
     trace = drop(agent_trace(), s=a1, p=ns.PROV_WAS_DERIVED_FROM)
-    trace = add(trace, a1, ns.PROV_WAS_DERIVED_FROM, iri(a2))
+    trace = add(trace, a1, ns.PROV_WAS_DERIVED_FROM, iri(o2))
     report = validate_trace(trace)
     assert_fails(report, f"Analysis {a1} does not lead back to a tg:Question")
-    assert_fails(report, f"Analysis {a2} does not lead back to a tg:Question")
+    assert_fails(report, f"Analysis {uris.agent_iteration_uri('a1', 2)} does not lead back to a tg:Question")
 
 
 # ---------------------------------------------------------------- wrong types
@@ -212,7 +246,8 @@ def test_analysis_derived_from_a_conclusion():
     trace = drop(trace, s=a2, p=ns.PROV_WAS_DERIVED_FROM)
     trace = add(trace, a2, ns.PROV_WAS_DERIVED_FROM, iri(final))
     report = validate_trace(trace)
-    assert_fails(report, f"prov:wasDerivedFrom of Analysis {a2} is {final}, which is not a tg:Question or tg:Analysis")
+    assert_fails(report, f"prov:wasDerivedFrom of Analysis {a2} is {final}, which is not a tg:Question or "
+                         "tg:Observation or tg:Analysis")
 
 
 # ---------------------------------------------------------------- edge selections
@@ -297,12 +332,42 @@ def test_docrag_rules():
 
 def test_agent_rules():
     a1, final = uris.agent_iteration_uri("a1", 1), uris.agent_final_uri("a1")
-    for predicate, name in ((ns.TG_THOUGHT, "tg:thought"), (ns.TG_ACTION, "tg:action"),
-                            (ns.TG_ARGUMENTS, "tg:arguments"), (ns.TG_OBSERVATION, "tg:observation")):
+    t1, o1 = uris.agent_thought_uri("a1", 1), uris.agent_observation_uri("a1", 1)
+    for predicate, name in ((ns.TG_ACTION, "tg:action"), (ns.TG_ARGUMENTS, "tg:arguments")):
         assert_fails(validate_trace(drop(agent_trace(), s=a1, p=predicate)), f"Analysis {a1} has no {name}")
-    assert_fails(validate_trace(drop(agent_trace(), s=final, p=ns.TG_ANSWER)), f"Conclusion {final} has no tg:answer")
-    twice = add(agent_trace(), final, ns.TG_ANSWER, literal("Go to Rome"))
-    assert_fails(validate_trace(twice), f"Conclusion {final} has more than one tg:answer")
+    assert_fails(validate_trace(drop(agent_trace(), s=final, p=ns.TG_DOCUMENT)),
+                 f"Conclusion {final} has no answer: neither a tg:document link to it nor a tg:answer")
+    twice = add(agent_trace(), final, ns.TG_DOCUMENT, iri(uris.agent_answer_uri("other")))
+    assert_fails(validate_trace(twice), f"Conclusion {final} has more than one tg:document")
+    assert_fails(validate_trace(drop(agent_trace(), s=o1, p=ns.TG_DOCUMENT)),
+                 f"Observation {o1} has no tg:document link to its text in the librarian")
+    assert_fails(validate_trace(drop(agent_trace(), s=t1, p=ns.TG_DOCUMENT)),
+                 f"Thought {t1} has no tg:document link to its text in the librarian")
+    not_a_thought = add(drop(agent_trace(), s=a1, p=ns.TG_THOUGHT), a1, ns.TG_THOUGHT, iri(o1))
+    assert_fails(validate_trace(not_a_thought), f"tg:thought of Analysis {a1} is {o1}",
+                 "neither text nor a tg:Thought")
+    observed_twice = add(agent_trace(), o1, ns.PROV_WAS_DERIVED_FROM, iri(uris.agent_iteration_uri("a1", 2)))
+    assert_fails(validate_trace(observed_twice), f"Observation {o1} has more than one prov:wasDerivedFrom")
+    negative = add(drop(agent_trace(), s=a1, p=ns.TG_IN_TOKEN), a1, ns.TG_IN_TOKEN,
+                   literal("-3", datatype=XSD + "integer"))
+    assert_fails(validate_trace(negative), f"tg:inToken of Analysis {a1}", "below the minimum 0")
+    # trace model v1: thought, observation and answer inline (the shapes still read them)
+    v1 = [t for t in v1_traces() if t.p.value == ns.TG_OBSERVATION]
+    assert v1 and all(t.o.datatype in ("", ns.XSD_STRING) for t in v1)
+
+
+def test_grounding_and_edge_selection_v2_rules():
+    no_question = drop(graphrag_trace(), s=GND, p=ns.PROV_WAS_DERIVED_FROM)
+    assert_fails(validate_trace(no_question), f"Grounding {GND} has no prov:wasDerivedFrom link to its Question")
+    from_exploration = add(no_question, GND, ns.PROV_WAS_DERIVED_FROM, iri(EXP))
+    assert_fails(validate_trace(from_exploration), f"prov:wasDerivedFrom of Grounding {GND} is {EXP}",
+                 "which is not a tg:Question")
+    text_score = add(drop(graphrag_trace(), s=SEL[0], p=ns.TG_SCORE), SEL[0], ns.TG_SCORE, literal("high"))
+    assert_fails(validate_trace(text_score), f"tg:score of Edge selection {SEL[0]}", "xsd:double")
+    two_concepts = add(graphrag_trace(), SEL[1], ns.TG_CONCEPT, literal("Nobel"))
+    assert_fails(validate_trace(two_concepts), f"Edge selection {SEL[1]} has more than one tg:concept")
+    model_twice = add(graphrag_trace(), FOC, ns.TG_LLM_MODEL, literal("other-model"))
+    assert_fails(validate_trace(model_twice), f"Focus {FOC} has more than one tg:llmModel")
 
 
 def test_error_rules():

@@ -1,10 +1,17 @@
 """Provenance vocabulary, URI generators and trace builders (DESIGN.md section 3)."""
 
 from . import namespaces, uris
-from .agent import agent_final_triples, agent_iteration_triples, agent_session_triples
+from .agent import (
+    agent_final_triples,
+    agent_iteration_triples,
+    agent_observation_triples,
+    agent_session_triples,
+    agent_thought_triples,
+)
 from .namespaces import GRAPH_DEFAULT, GRAPH_RETRIEVAL, GRAPH_SOURCE, TG
 from .triples import (
     EdgeSelection,
+    LlmUsage,
     activity_triples,
     chunk_triples,
     docrag_exploration_triples,
@@ -15,6 +22,7 @@ from .triples import (
     error_triples,
     exploration_triples,
     focus_triples,
+    grounding_triples,
     in_graph,
     page_triples,
     question_triples,

@@ -3,7 +3,8 @@
 The librarian stores each answer that arrives on the ``answer-store`` queue with a marker in its
 metadata: the very triple of the trace that names it, ``<stage> tg:document <answer>``.  Trace
 retention reads it back before removing an answer, so an answer is only ever removed through
-the trace that stored it.
+the trace that stored it.  "Answers" are every document a trace stores in the librarian (as
+``document_type="answer"``): a query's answer, and an agent's thoughts and observations.
 """
 
 from __future__ import annotations

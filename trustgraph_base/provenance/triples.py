@@ -2,7 +2,7 @@
 
 Each builder returns a list of :class:`Triple` in a named graph (query time:
 ``urn:graph:retrieval``; extraction: ``urn:graph:source``).  Values that are not text are
-typed literals (``xsd:dateTime``, ``xsd:integer``).  Builders validate their inputs: an
+typed literals (``xsd:dateTime``, ``xsd:integer``, ``xsd:double``).  Builders validate their inputs: an
 invalid IRI raises :class:`~trustgraph_base.rdf.terms.TermError`, so nothing unparseable
 ever reaches a store or an export.
 
@@ -13,6 +13,7 @@ Shared constant terms (predicates, classes) are module-level singletons, so a tr
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,9 +23,9 @@ from ..schema.primitives import IRI, LITERAL, TRIPLE, Term, Triple
 from . import namespaces as ns
 
 __all__ = [
-    "EdgeSelection", "edge_id", "timestamp_literal", "in_graph",
-    "question_triples", "exploration_triples", "focus_triples", "synthesis_triples", "error_triples",
-    "docrag_question_triples", "docrag_exploration_triples", "docrag_synthesis_triples",
+    "EdgeSelection", "LlmUsage", "edge_id", "timestamp_literal", "in_graph",
+    "question_triples", "grounding_triples", "exploration_triples", "focus_triples", "synthesis_triples",
+    "error_triples", "docrag_question_triples", "docrag_exploration_triples", "docrag_synthesis_triples",
     "document_triples", "page_triples", "chunk_triples", "subgraph_triples", "activity_triples",
     "FINAL_STAGE_TYPES", "ends_a_trace",
 ]
@@ -58,6 +59,16 @@ def _int(value: int) -> Term:
     return Term(LITERAL, str(value), ns.XSD_INTEGER)
 
 
+def _double(value: float) -> Term:
+    if type(value) is not float:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TermError(f"expected a finite number, got {value!r}")
+        value = float(value)
+    if not math.isfinite(value):
+        raise TermError(f"expected a finite number, got {value!r}")
+    return Term(LITERAL, repr(value), ns.XSD_DOUBLE)
+
+
 def timestamp_literal(when: datetime | str | None = None) -> Term:
     """An ``xsd:dateTime`` literal (UTC, millisecond precision); ``None`` means now."""
     if when is None:
@@ -89,15 +100,38 @@ def in_graph(triples: Iterable[Triple], graph: str) -> list[Triple]:
 
 @dataclass(slots=True)
 class EdgeSelection:
-    """One edge the LLM selected, with the original terms and its stated reason."""
+    """One edge the selector chose, with the original terms, its stated reason and, when the selector gave them,
+    its score and the concept (a seed entity or an anchor of the question) it was reached from."""
 
     edge: Triple
     reasoning: str = ""
     edge_id: str = ""
+    score: float | None = None
+    concept: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LlmUsage:
+    """What one model call of a stage cost and which model answered (``tg:inToken``, ``tg:outToken``,
+    ``tg:llmModel``)."""
+
+    in_token: int = 0
+    out_token: int = 0
+    model: str = ""
 
 
 def _types(uri: Term, g: str, *classes: str) -> list[Triple]:
     return [Triple(uri, A, _c(c), g) for c in classes]
+
+
+def _usage(out: list[Triple], node: Term, usage: LlmUsage | None, graph: str) -> None:
+    """The usage of the model call a stage made (nothing for a stage that made none)."""
+    if usage is None:
+        return
+    out.append(Triple(node, _c(ns.TG_IN_TOKEN), _int(usage.in_token), graph))
+    out.append(Triple(node, _c(ns.TG_OUT_TOKEN), _int(usage.out_token), graph))
+    if usage.model:
+        out.append(Triple(node, _c(ns.TG_LLM_MODEL), _text(usage.model), graph))
 
 
 # ---------------------------------------------------------------- GraphRAG
@@ -116,13 +150,30 @@ def question_triples(question_uri: str, query: str, timestamp: datetime | str | 
     return out
 
 
+def grounding_triples(grounding_uri: str, question_uri: str, concepts: Sequence[str], *,
+                      graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Grounding entity: the concepts the retrieval started from, derived from the Question."""
+    g = _iri(grounding_uri)
+    out = _types(g, graph, ns.PROV_ENTITY, ns.TG_GROUNDING)
+    out.append(Triple(g, LABEL, _c_lit("Grounding"), graph))
+    out.append(Triple(g, _c(ns.PROV_WAS_DERIVED_FROM), _iri(question_uri), graph))
+    concept = _c(ns.TG_CONCEPT)
+    for text in dict.fromkeys(concepts):
+        out.append(Triple(g, concept, _text(text), graph))
+    return out
+
+
 def exploration_triples(exploration_uri: str, question_uri: str, edge_count: int,
-                        entities: Sequence[Term] = (), *, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
-    """The Exploration entity: how many edges were retrieved, from which seed entities."""
+                        entities: Sequence[Term] = (), *, grounding_uri: str = "",
+                        graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Exploration entity: how many edges were retrieved, from which seed entities; generated by the
+    Question and derived from its Grounding."""
     e = _iri(exploration_uri)
     out = _types(e, graph, ns.PROV_ENTITY, ns.TG_EXPLORATION)
     out.append(Triple(e, LABEL, _c_lit("Exploration"), graph))
     out.append(Triple(e, _c(ns.PROV_WAS_GENERATED_BY), _iri(question_uri), graph))
+    if grounding_uri:
+        out.append(Triple(e, _c(ns.PROV_WAS_DERIVED_FROM), _iri(grounding_uri), graph))
     out.append(Triple(e, _c(ns.TG_EDGE_COUNT), _int(edge_count), graph))
     ent = _c(ns.TG_ENTITY)
     for term in entities:
@@ -131,12 +182,15 @@ def exploration_triples(exploration_uri: str, question_uri: str, edge_count: int
 
 
 def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[EdgeSelection | tuple],
-                  session_id: str, *, dropped: int = 0, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
-    """The Focus entity and one EdgeSelection per selected edge (``tg:edge <<( s p o )>>`` + reasoning).
+                  session_id: str, *, dropped: int = 0, usage: LlmUsage | None = None,
+                  graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Focus entity and one EdgeSelection per selected edge (``tg:edge <<( s p o )>>``, reasoning, and the
+    selector's score and concept when it gave them).
 
     :param selections: ``EdgeSelection`` objects or ``(Triple, reasoning)`` pairs, with the
         edge's **original** terms.
     :param dropped: how many lines of the LLM's selection output were unusable.
+    :param usage: the edge-selection model call (none when no model was asked: nothing to select from).
     """
     from .uris import edge_selection_uri
 
@@ -146,23 +200,42 @@ def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[Edg
     out.append(Triple(f, _c(ns.PROV_WAS_DERIVED_FROM), _iri(exploration_uri), graph))
     if dropped:
         out.append(Triple(f, _c(ns.TG_DROPPED_COUNT), _int(dropped), graph))
+    _usage(out, f, usage, graph)
     sel_p, edge_p, reason_p = _c(ns.TG_SELECTED_EDGE), _c(ns.TG_EDGE), _c(ns.TG_REASONING)
+    score_p, concept_p = _c(ns.TG_SCORE), _c(ns.TG_CONCEPT)
     sel_type = _c(ns.TG_EDGE_SELECTION)
+    # Selection i is "<prefix><i>": the prefix is checked once, and digits keep an IRI valid.
+    prefix = edge_selection_uri(session_id, 0)[:-1]
+    validate_iri(prefix + "0")
+    concepts: dict[str, Term] = {}  # a few concepts reach many edges: each literal is checked once
     for i, sel in enumerate(selections):
-        edge, reasoning = (sel.edge, sel.reasoning) if isinstance(sel, EdgeSelection) else sel
+        if isinstance(sel, EdgeSelection):
+            edge, reasoning, score, concept = sel.edge, sel.reasoning, sel.score, sel.concept
+        else:
+            (edge, reasoning), score, concept = sel, None, ""
         quoted = validate_term(Term(TRIPLE, triple=Triple(edge.s, edge.p, edge.o)))
-        u = _iri(edge_selection_uri(session_id, i))
+        u = Term(IRI, f"{prefix}{i}")
         out.append(Triple(f, sel_p, u, graph))
         out.append(Triple(u, A, sel_type, graph))
         out.append(Triple(u, edge_p, quoted, graph))
         if reasoning:
             out.append(Triple(u, reason_p, _text(reasoning), graph))
+        if score is not None:
+            out.append(Triple(u, score_p, _double(score), graph))
+        if concept:
+            term = concepts.get(concept)
+            if term is None:
+                term = concepts[concept] = _text(concept)
+            out.append(Triple(u, concept_p, term, graph))
     return out
 
 
 def synthesis_triples(synthesis_uri: str, focus_uri: str, document_uri: str = "", *, content: str = "",
-                      llm_model: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
-    """The Synthesis entity: derived from the Focus; the answer text is in the librarian at ``document_uri``."""
+                      usage: LlmUsage | None = None, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Synthesis entity: derived from the Focus; the answer text is in the librarian at ``document_uri``.
+
+    :param usage: the synthesis model call (none when the answer needed no model: nothing was selected).
+    """
     s = _iri(synthesis_uri)
     out = _types(s, graph, ns.PROV_ENTITY, ns.TG_SYNTHESIS)
     out.append(Triple(s, LABEL, _c_lit("Synthesis"), graph))
@@ -171,8 +244,7 @@ def synthesis_triples(synthesis_uri: str, focus_uri: str, document_uri: str = ""
         out.append(Triple(s, _c(ns.TG_DOCUMENT), _iri(document_uri), graph))
     if content:
         out.append(Triple(s, _c(ns.TG_CONTENT), _text(content), graph))
-    if llm_model:
-        out.append(Triple(s, _c(ns.TG_LLM_MODEL), _text(llm_model), graph))
+    _usage(out, s, usage, graph)
     return out
 
 
@@ -214,12 +286,15 @@ def docrag_question_triples(question_uri: str, query: str, timestamp: datetime |
 
 
 def docrag_exploration_triples(exploration_uri: str, question_uri: str, chunk_uris: Sequence[str], *,
-                               graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
-    """The Exploration of a DocumentRAG query: which chunks were retrieved (extraction-provenance URIs)."""
+                               grounding_uri: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Exploration of a DocumentRAG query: which chunks were retrieved (extraction-provenance URIs);
+    generated by the Question and derived from its Grounding."""
     e = _iri(exploration_uri)
     out = _types(e, graph, ns.PROV_ENTITY, ns.TG_EXPLORATION)
     out.append(Triple(e, LABEL, _c_lit("Exploration"), graph))
     out.append(Triple(e, _c(ns.PROV_WAS_GENERATED_BY), _iri(question_uri), graph))
+    if grounding_uri:
+        out.append(Triple(e, _c(ns.PROV_WAS_DERIVED_FROM), _iri(grounding_uri), graph))
     out.append(Triple(e, _c(ns.TG_CHUNK_COUNT), _int(len(chunk_uris)), graph))
     sel = _c(ns.TG_SELECTED_CHUNK)
     for c in chunk_uris:
@@ -228,7 +303,9 @@ def docrag_exploration_triples(exploration_uri: str, question_uri: str, chunk_ur
 
 
 def docrag_synthesis_triples(synthesis_uri: str, exploration_uri: str, content: str, document_uri: str = "", *,
-                             llm_model: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+                             usage: LlmUsage | None = None, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+    """The Synthesis of a DocumentRAG query: the answer, inline and in the librarian; ``usage``: its model call
+    (none when no chunk was found and no model was asked)."""
     s = _iri(synthesis_uri)
     out = _types(s, graph, ns.PROV_ENTITY, ns.TG_SYNTHESIS)
     out.append(Triple(s, LABEL, _c_lit("Synthesis"), graph))
@@ -236,8 +313,7 @@ def docrag_synthesis_triples(synthesis_uri: str, exploration_uri: str, content: 
     out.append(Triple(s, _c(ns.TG_CONTENT), _text(content), graph))
     if document_uri:
         out.append(Triple(s, _c(ns.TG_DOCUMENT), _iri(document_uri), graph))
-    if llm_model:
-        out.append(Triple(s, _c(ns.TG_LLM_MODEL), _text(llm_model), graph))
+    _usage(out, s, usage, graph)
     return out
 
 

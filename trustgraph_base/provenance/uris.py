@@ -32,10 +32,13 @@ def check_session_id(session_id: str) -> str:
 
 
 # ---------------------------------------------------------------- the trace URI scheme
-#: ``(kind, stage) -> format`` of every node of a trace; ``{s}`` is the session (a query's uuid, an agent's
-#: session id), ``{i}`` the index (an edge selection's, from 0; an Analysis', from 1).
+#: ``(kind, stage) -> format`` of every node of a trace and of the librarian documents it names; ``{s}`` is the
+#: session (a query's uuid, an agent's session id), ``{i}`` the index (an edge selection's, from 0; an Analysis'
+#: and its Thought's and Observation's, from 1).  An agent's Thought and Observation share their URI with the
+#: librarian document holding their text, as in TrustGraph 2.11.1.
 TRACE_URI_FORMATS: dict[tuple[str, str], str] = {
     ("graphrag", "question"): "urn:trustgraph:question:{s}",
+    ("graphrag", "grounding"): "urn:trustgraph:prov:grounding:{s}",
     ("graphrag", "exploration"): "urn:trustgraph:prov:exploration:{s}",
     ("graphrag", "focus"): "urn:trustgraph:prov:focus:{s}",
     ("graphrag", "edge"): "urn:trustgraph:prov:edge:{s}:{i}",
@@ -43,18 +46,24 @@ TRACE_URI_FORMATS: dict[tuple[str, str], str] = {
     ("graphrag", "error"): "urn:trustgraph:prov:error:{s}",
     ("graphrag", "answer"): "urn:trustgraph:answer:{s}",
     ("docrag", "question"): "urn:trustgraph:docrag:{s}",
+    ("docrag", "grounding"): "urn:trustgraph:docrag:{s}/grounding",
     ("docrag", "exploration"): "urn:trustgraph:docrag:{s}/exploration",
     ("docrag", "synthesis"): "urn:trustgraph:docrag:{s}/synthesis",
     ("docrag", "error"): "urn:trustgraph:docrag:{s}/error",
     ("docrag", "answer"): "urn:trustgraph:docrag:{s}/answer",
     ("agent", "question"): "urn:trustgraph:agent:{s}",
     ("agent", "analysis"): "urn:trustgraph:agent:{s}/i{i}",
+    ("agent", "thought"): "urn:trustgraph:agent:{s}/i{i}/thought",
+    ("agent", "observation"): "urn:trustgraph:agent:{s}/i{i}/observation",
     ("agent", "conclusion"): "urn:trustgraph:agent:{s}/final",
     ("agent", "error"): "urn:trustgraph:agent:{s}/error",
     ("agent", "answer"): "urn:trustgraph:agent:{s}/answer",
 }
 #: The stage that completes a trace of each kind.
 FINAL_STAGES = {"graphrag": "synthesis", "docrag": "synthesis", "agent": "conclusion"}
+#: The stages whose URI names a librarian document the trace stores: its answer, and an agent's thoughts and
+#: observations.
+DOCUMENT_STAGES = frozenset({"answer", "thought", "observation"})
 
 
 def trace_uri(kind: str, session: str, stage: str, index: int | None = None) -> str:
@@ -75,6 +84,10 @@ def trace_uri(kind: str, session: str, stage: str, index: int | None = None) -> 
 # ---------------------------------------------------------------- GraphRAG
 def question_uri(session: str) -> str:
     return trace_uri("graphrag", session, "question")
+
+
+def grounding_uri(session: str) -> str:
+    return trace_uri("graphrag", session, "grounding")
 
 
 def exploration_uri(session: str) -> str:
@@ -109,6 +122,10 @@ def docrag_question_uri(session: str) -> str:
     return trace_uri("docrag", session, "question")
 
 
+def docrag_grounding_uri(session: str) -> str:
+    return trace_uri("docrag", session, "grounding")
+
+
 def docrag_exploration_uri(session: str) -> str:
     return trace_uri("docrag", session, "exploration")
 
@@ -136,6 +153,20 @@ def agent_iteration_uri(session_id: str, n: int) -> str:
     if n < 1:
         raise ValueError("agent iterations are numbered from 1")
     return trace_uri("agent", check_session_id(session_id), "analysis", n)
+
+
+def agent_thought_uri(session_id: str, n: int) -> str:
+    """The Thought of Analysis ``n``, and the id of the librarian document holding its text."""
+    if n < 1:
+        raise ValueError("agent iterations are numbered from 1")
+    return trace_uri("agent", check_session_id(session_id), "thought", n)
+
+
+def agent_observation_uri(session_id: str, n: int) -> str:
+    """The Observation of Analysis ``n`` (what its tool returned), and the id of the librarian document holding it."""
+    if n < 1:
+        raise ValueError("agent iterations are numbered from 1")
+    return trace_uri("agent", check_session_id(session_id), "observation", n)
 
 
 def agent_final_uri(session_id: str) -> str:
@@ -198,11 +229,12 @@ class TraceUri:
 
     :param kind: ``graphrag``, ``docrag`` or ``agent``.
     :param session: the query's uuid, or the agent's session id.
-    :param stage: a stage of :data:`TRACE_URI_FORMATS` (``question``, ``exploration``, ``focus``, ``edge``,
-        ``synthesis``, ``error``, ``answer``, ``analysis``, ``conclusion``), or ``""`` for a DocumentRAG or
-        agent URI whose suffix names no stage of the scheme (still named after that trace).
-    :param index: an edge selection's or an Analysis' number (``None`` for the other stages, and for a
-        number too long to read).
+    :param stage: a stage of :data:`TRACE_URI_FORMATS` (``question``, ``grounding``, ``exploration``, ``focus``,
+        ``edge``, ``synthesis``, ``error``, ``answer``, ``analysis``, ``thought``, ``observation``, ``conclusion``),
+        or ``""`` for a DocumentRAG or agent URI whose suffix names no stage of the scheme (still named after
+        that trace).
+    :param index: an edge selection's number, or that of an Analysis, its Thought or its Observation (``None``
+        for the other stages, and for a number too long to read).
     """
 
     kind: str
@@ -223,13 +255,13 @@ class TraceUri:
 _SESSION = r"[A-Za-z0-9._\-]+"
 _TRACE_NODE = re.compile(
     rf"urn:trustgraph:(?:question:(?P<question>{_SESSION})"
-    rf"|prov:(?P<stage>exploration|focus|synthesis|error):(?P<stage_session>{_SESSION})"
+    rf"|prov:(?P<stage>grounding|exploration|focus|synthesis|error):(?P<stage_session>{_SESSION})"
     rf"|prov:edge:(?P<edge_session>{_SESSION}):(?P<edge>[0-9]+)"
     rf"|answer:(?P<answer>{_SESSION})"
     rf"|(?P<kind>docrag|agent):(?P<session>{_SESSION})(?:/(?P<suffix>.*))?)\Z", re.DOTALL)
 _SUFFIXES = {(kind, fmt.rpartition("/")[2]): stage for (kind, stage), fmt in TRACE_URI_FORMATS.items()
              if kind in ("docrag", "agent") and "/" in fmt and "{i}" not in fmt}
-_ANALYSIS = re.compile(r"i([1-9][0-9]*)\Z")
+_ANALYSIS = re.compile(r"i([1-9][0-9]*)(?:/(thought|observation))?\Z")
 
 
 def _number(digits: str) -> int | None:
@@ -263,7 +295,7 @@ def parse_trace_uri(uri: str) -> TraceUri | None:
         return TraceUri(kind, session, "question")
     analysis = _ANALYSIS.match(suffix) if kind == "agent" else None
     if analysis:
-        return TraceUri(kind, session, "analysis", _number(analysis[1]))
+        return TraceUri(kind, session, analysis[2] or "analysis", _number(analysis[1]))
     return TraceUri(kind, session, _SUFFIXES.get((kind, suffix), ""))
 
 
@@ -277,6 +309,16 @@ def answer_uri_of(question: str) -> str:
     """The librarian id the answer of Question ``question`` is stored under, or ``""`` for a URI of no scheme."""
     trace = parse_trace_uri(question)
     return trace.stage_uri("answer") if trace and trace.stage == "question" else ""
+
+
+def document_owner(document: str) -> str:
+    """The Question of the trace that stores librarian document ``document`` by the URI scheme, or ``""``.
+
+    A trace's own documents are its answer and, for an agent, the texts of its thoughts and
+    observations (:data:`DOCUMENT_STAGES`); any other document a trace points at is someone else's.
+    """
+    trace = parse_trace_uri(document)
+    return trace.question if trace and trace.stage in DOCUMENT_STAGES else ""
 
 
 def final_stage_uris(question: str) -> tuple[str, str]:

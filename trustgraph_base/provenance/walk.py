@@ -29,7 +29,7 @@ from ..rdf.terms import serialize_term
 from ..schema import IRI, Term, Triple, TriplePattern
 from . import namespaces as ns
 from .triples import FINAL_STAGE_TYPES
-from .uris import answer_uri_of, trace_root_of
+from .uris import document_owner, trace_root_of
 
 __all__ = ["collect_trace", "TraceWalker", "TracePass", "trace_questions", "trace_documents", "trace_answers",
            "QUESTION_TYPES"]
@@ -217,10 +217,11 @@ def trace_documents(triples: Sequence[Triple]) -> list[str]:
 
 
 def trace_answers(questions: Iterable[str], triples: Sequence[Triple]) -> list[str]:
-    """The documents of :func:`trace_documents` that are the answer of one of ``questions`` by the URI scheme.
+    """The documents of :func:`trace_documents` that one of ``questions`` stores by the URI scheme: its answer,
+    and for an agent the texts of its thoughts and observations (:func:`~.uris.document_owner`).
 
-    Only these can be answers the trace itself stored; anything else a trace points at is
+    Only these can be documents the trace itself stored; anything else a trace points at is
     someone else's document.
     """
-    own = {answer_uri_of(q) for q in questions} - {""}
-    return [d for d in trace_documents(triples) if d in own]
+    own = set(questions)
+    return [d for d in trace_documents(triples) if document_owner(d) in own]

@@ -57,9 +57,10 @@ _LOCAL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 #: Most specific first: the word used for a node in messages.
 _KINDS = [
     (ns.TG_GRAPH_RAG_QUESTION, "GraphRAG question"), (ns.TG_DOC_RAG_QUESTION, "DocumentRAG question"),
-    (ns.TG_AGENT_QUESTION, "Agent question"), (ns.TG_QUESTION, "Question"),
+    (ns.TG_AGENT_QUESTION, "Agent question"), (ns.TG_QUESTION, "Question"), (ns.TG_GROUNDING, "Grounding"),
     (ns.TG_EXPLORATION, "Exploration"), (ns.TG_FOCUS, "Focus"), (ns.TG_EDGE_SELECTION, "Edge selection"),
-    (ns.TG_SYNTHESIS, "Synthesis"), (ns.TG_ANALYSIS, "Analysis"), (ns.TG_CONCLUSION, "Conclusion"),
+    (ns.TG_SYNTHESIS, "Synthesis"), (ns.TG_ANALYSIS, "Analysis"), (ns.TG_THOUGHT_TYPE, "Thought"),
+    (ns.TG_OBSERVATION_TYPE, "Observation"), (ns.TG_CONCLUSION, "Conclusion"),
     (ns.TG_ERROR, "Error"), (TG_QUOTED_TRIPLE, "Triple term"),
 ]
 

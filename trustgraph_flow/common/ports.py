@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trustgraph_base.processor import Processor, raise_on_error
+from trustgraph_base.provenance.uris import parse_trace_uri
 from trustgraph_base.schema import (
     DocumentEmbeddingsRequest,
     DocumentMetadata,
@@ -30,6 +31,9 @@ from trustgraph_base.schema import (
     TriplesQueryRequest,
 )
 from trustgraph_base.schema.library import ANSWER
+
+#: Titles of the librarian documents a trace stores, by the stage their id names.
+_DOCUMENT_TITLES = {"answer": "Answer", "thought": "Agent thought", "observation": "Agent observation"}
 
 
 @dataclass
@@ -123,8 +127,13 @@ class BusPorts:
 
     async def store_answer(self, user: str, collection: str, document_id: str, text: str, stage_uri: str,
                            stage_triples: list[Triple]) -> None:
-        """Queue the answer for the librarian, with the explain stage that points at it (stored after it)."""
-        meta = DocumentMetadata(id=document_id, time=time.time(), kind="text/plain", title="Answer",
+        """Queue the answer for the librarian, with the explain stage that points at it (stored after it).
+
+        An agent's thoughts and observations go the same way, as answers titled after what they are.
+        """
+        trace = parse_trace_uri(document_id)
+        title = _DOCUMENT_TITLES.get(trace.stage if trace else "", "Answer")
+        meta = DocumentMetadata(id=document_id, time=time.time(), kind="text/plain", title=title,
                                 document_type=ANSWER)
         await self.p.producer("answers").send(StoredAnswer(
             user=user, collection=collection, metadata=meta, content=text.encode("utf-8"),

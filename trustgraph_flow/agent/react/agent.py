@@ -2,11 +2,14 @@
 
 Each iteration: prompt ``agent-react`` → parse (a parse failure becomes an observation the
 agent can recover from) → run the tool → observation.  When ``session_id`` is set, the trace
-is Question → Analysis 1 → ... → Conclusion (DESIGN.md 3.3): each Analysis is emitted and
-stored **as its iteration completes**.  A ``knowledge-query`` or ``document-query`` tool call
-passes its Analysis URI as ``parent_uri`` to the sub-query, whose Question records it with
-``prov:wasDerivedFrom``, and asks for the sub-trace to be stored in the agent's own explain
-collection, so one trace leads to the other.
+is Question ← Analysis 1 ← Observation 1 ← Analysis 2 ← ... ← Conclusion (docs/trace-model.md):
+each Analysis (the action) and its Thought are emitted and stored as soon as the model chose the
+action, each Observation as soon as the tool answered.  The texts of
+thoughts, observations and the final answer are librarian documents, each stored before the
+stage that names it (as the RAG services store their answers).  A ``knowledge-query`` or
+``document-query`` tool call passes its Analysis URI as ``parent_uri`` to the sub-query, whose
+Question records it with ``prov:wasDerivedFrom``, and asks for the sub-trace to be stored in the
+agent's own explain collection, so one trace leads to the other.
 
 The session id is the client's choice, and it names one run: the Question is stored through a
 trace claim, which fails when a trace with that URI is already stored, before anything else is
@@ -21,7 +24,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from trustgraph_base.provenance import uris
-from trustgraph_base.provenance.agent import agent_final_triples, agent_iteration_triples, agent_session_triples
+from trustgraph_base.provenance.agent import (
+    agent_final_triples,
+    agent_iteration_triples,
+    agent_observation_triples,
+    agent_session_triples,
+    agent_thought_triples,
+)
+from trustgraph_base.provenance.triples import LlmUsage
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
 from trustgraph_base.store.triples import check_names
 
@@ -60,7 +70,7 @@ class ReactAgent:
     :param ports: ``prompt(template, terms)`` → outcome with ``.text``/``.model``;
         ``run_tool(tool, query, request, parent_uri, explain_collection, on_explain)`` → ToolOutcome;
         ``claim_trace(user, collection, triples)`` → whether the Question was stored as a new trace;
-        ``store_explain(user, collection, uri, triples)``.
+        ``store_explain(user, collection, uri, triples)``; ``store_answer(...)`` for the texts the trace names.
     """
 
     def __init__(self, ports, tools: tuple[Tool, ...] = DEFAULT_TOOLS, settings: AgentSettings | None = None):
@@ -89,18 +99,18 @@ class ReactAgent:
         if session.explainable:
             await self._claim(req, session)
         session.stage = "analysis"
-        parent = session.question_uri
+        parent = session.question_uri  # the step the next one is derived from
         for n in range(len(history) + 1, max_iter + 1):
-            final = await self._iteration(req, session, tools, history, n, parent)
+            final, usage = await self._iteration(req, session, tools, history, n, parent)
             if final is not None:
                 session.stage = "conclusion"
                 if final.thought:
                     await session.send(AgentResponse(message_type="thought", content=final.thought,
                                                      end_of_message=True))
-                await self._conclude(req, session, parent, final.answer)
+                await self._conclude(req, session, parent, final.answer, usage=usage)
                 return
             if session.explainable:
-                parent = uris.agent_iteration_uri(req.session_id, n)
+                parent = uris.agent_observation_uri(req.session_id, n)
         session.stage = "conclusion"
         await self._conclude(req, session, parent, self._give_up(history, max_iter), termination="max-iterations")
 
@@ -115,13 +125,15 @@ class ReactAgent:
         await session.claim(session.question_uri, triples, claim)
 
     async def _iteration(self, req: AgentRequest, session: QuerySession, tools: list[Tool], history: list[AgentStep],
-                         n: int, parent: str) -> FinalAnswer | None:
-        """Iteration ``n``: prompt, parse, act, observe, record the Analysis; the final answer if the model gave one."""
+                         n: int, parent: str) -> tuple[FinalAnswer | None, LlmUsage]:
+        """Iteration ``n``: prompt, parse, record the Analysis, act, record the Observation; the final answer if the
+        model gave one, and the usage of the model call."""
         tool_error = ""
         outcome = await self.ports.prompt("agent-react", {
             "question": req.question, "tools": [t.as_prompt_term() for t in tools],
             "history": [{"thought": h.thought, "action": h.action, "arguments": h.arguments,
                          "observation": h.observation} for h in history]})
+        usage = LlmUsage(outcome.in_token, outcome.out_token, outcome.model)
         try:
             step = parse_react(outcome.text)
         except ReactParseError as e:
@@ -131,7 +143,7 @@ class ReactAgent:
                            f"or Thought/Final Answer.")
             tool_error = str(e)
         if isinstance(step, FinalAnswer):
-            return step
+            return step, usage
         it_uri = uris.agent_iteration_uri(req.session_id, n) if session.explainable else ""
         if step is not None:
             thought, action, arguments = step.thought, step.action, dict(step.arguments)
@@ -140,15 +152,24 @@ class ReactAgent:
             await session.send(AgentResponse(message_type="action", content=json.dumps(
                 {"action": action, "arguments": arguments}, ensure_ascii=False), end_of_message=True,
                 message_id=it_uri))
+        if session.explainable:
+            thought_uri = uris.agent_thought_uri(req.session_id, n) if thought else ""
+            await session.explain(it_uri, agent_iteration_triples(it_uri, parent, action, arguments,
+                                                                  thought_uri=thought_uri, usage=usage))
+            if thought_uri:
+                await session.explain(thought_uri, agent_thought_triples(thought_uri, it_uri),
+                                      answer=(thought_uri, thought))
+        if step is not None:
             observation, tool_error = await self._act(req, session, tools, action, arguments, it_uri)
         await session.send(AgentResponse(message_type="observation", content=observation, end_of_message=True,
                                          message_id=it_uri))
         history.append(AgentStep(thought=thought, action=action, arguments={k: str(v) for k, v in arguments.items()},
                                  observation=observation))
         if session.explainable:
-            await session.explain(it_uri, agent_iteration_triples(it_uri, parent, thought, action, arguments,
-                                                                  observation, tool_error=tool_error))
-        return None
+            obs_uri = uris.agent_observation_uri(req.session_id, n)
+            await session.explain(obs_uri, agent_observation_triples(obs_uri, it_uri, tool_error=tool_error),
+                                  answer=(obs_uri, observation))
+        return None, usage
 
     async def _act(self, req: AgentRequest, session: QuerySession, tools: list[Tool], action: str, arguments: dict,
                    it_uri: str) -> tuple[str, str]:
@@ -177,12 +198,13 @@ class ReactAgent:
         return base + (f" The last useful observation was: {useful[-1]}" if useful else "")
 
     async def _conclude(self, req: AgentRequest, session: QuerySession, parent: str, answer: str,
-                        termination: str = "") -> None:
+                        termination: str = "", usage: LlmUsage | None = None) -> None:
         await session.send(AgentResponse(message_type="answer", content=answer, end_of_message=True))
         if session.explainable:
-            final_uri = uris.agent_final_uri(req.session_id)
-            await session.explain(final_uri, agent_final_triples(final_uri, parent or session.question_uri, answer,
-                                                                 termination_reason=termination))
+            final_uri, doc_uri = uris.agent_final_uri(req.session_id), uris.agent_answer_uri(req.session_id)
+            await session.explain(final_uri, agent_final_triples(final_uri, parent or session.question_uri, doc_uri,
+                                                                 termination_reason=termination, usage=usage),
+                                  answer=(doc_uri, answer))
         await session.close(AgentResponse(message_type="answer", content="", end_of_message=True, end_of_dialog=True))
 
 

@@ -80,7 +80,7 @@ class AgentService(Processor):
             # Without a language model a text-completion tool can only fail: do not offer it.
             configured = tuple(t for t in DEFAULT_TOOLS if t.kind != "text-completion")
         self.add(request_spec("agent", self.flow, self.on_request))
-        for spec in explain_producer_specs(self.flow, answers=False):
+        for spec in explain_producer_specs(self.flow):
             self.add(spec)
         kinds = {t.kind for t in configured}
         self.add(client_spec("prompt", self.flow))

@@ -16,7 +16,9 @@ Each candidate edge is scored from evidence that can be named:
 
 Edges above an absolute and a relative threshold are kept, best first, ties by id; the
 reasoning lists the numbers, e.g. "cosine 0.71 to the question (via 'Marie Curie');
-shares 'discovered'; touches anchor 'Marie Curie'; score 0.78".
+shares 'discovered'; touches anchor 'Marie Curie'; score 0.78".  The score and the concept the
+edge was reached from (the anchor it touches, else the anchor one hop away, else the entity its
+cosine came through) are also returned as data, for the trace's ``tg:score`` and ``tg:concept``.
 """
 
 from __future__ import annotations
@@ -43,15 +45,20 @@ DEFAULT_RELATIVE = 0.5
 
 @dataclass(frozen=True)
 class SelectedEdge:
-    """An edge chosen for synthesis: its id (from the input), score and stated basis."""
+    """An edge chosen for synthesis: its id (from the input), score, stated basis and the concept (an anchor of
+    the question, or a seed entity) it was reached from (``""``: it matched by its words alone)."""
 
     id: str
     score: float
     reasoning: str
+    concept: str = ""
 
     def as_object(self) -> dict:
         """The JSONL object the kg-edge-selection prompt answers with."""
-        return {"id": self.id, "reasoning": self.reasoning}
+        out = {"id": self.id, "reasoning": self.reasoning, "score": self.score}
+        if self.concept:
+            out["concept"] = self.concept
+        return out
 
 
 def _find_anchors(question_words: str, labels: set[str]) -> set[str]:
@@ -131,7 +138,7 @@ def select_edges(
         vectors = embedder.embed([query, *predicates])
         predicate_cos = {p: cosine(vectors[0], v) for p, v in zip(predicates, vectors[1:], strict=True)}
 
-    scored: list[tuple[float, str, str]] = []
+    scored: list[tuple[float, str, str, str]] = []
     for edge, stems in zip(edges, edge_stems, strict=True):
         parts = []
         score = 0.0
@@ -156,22 +163,26 @@ def select_edges(
                 parts.append(f"predicate '{edge['p']}' has cosine {value:.2f} to the question")
         touched = sorted(label for label in (edge["s"], edge["o"]) if label in anchors)
         via = [] if touched else sorted(label for label in (edge["s"], edge["o"]) if label in neighbours)
+        concept = semantic_via or ""
         if touched:
             score += W_ANCHOR
             parts.append("touches anchor " + ", ".join(f"'{a}'" for a in touched))
+            concept = touched[0]
         elif via:
             score *= BRIDGE_FACTOR
             parts.append(f"one hop from anchor '{neighbours[via[0]]}' via '{via[0]}' (x{BRIDGE_FACTOR:g})")
+            concept = neighbours[via[0]]
         elif anchors:
             score *= OFF_ANCHOR_FACTOR
             parts.append(f"not connected to the entities named in the question (x{OFF_ANCHOR_FACTOR:g})")
         if score > 0:
             score = round(score, 6)
-            scored.append((score, edge["id"], "; ".join(parts) + f"; score {score:.2f}"))
+            scored.append((score, edge["id"], "; ".join(parts) + f"; score {score:.2f}", concept))
 
     if not scored:
         return []
-    best = max(score for score, _, _ in scored)
+    best = max(item[0] for item in scored)
     floor = max(threshold, relative * best)
     kept = sorted((item for item in scored if item[0] >= floor), key=lambda item: (-item[0], item[1]))
-    return [SelectedEdge(id=edge_id, score=score, reasoning=reason) for score, edge_id, reason in kept[:limit]]
+    return [SelectedEdge(id=edge_id, score=score, reasoning=reason, concept=concept)
+            for score, edge_id, reason, concept in kept[:limit]]

@@ -237,10 +237,13 @@ Rules:
 - Select the edges that help answer the question, directly or as one step of a chain of facts.
 - Use only ids that appear in the list; never invent ids or edges.
 - Output JSONL: one JSON object per line and nothing else (no code fences, no prose).
-- Each line has two fields: "id" (the edge id) and "reasoning" (one short sentence: why this edge is relevant).
+- Each line has these fields: "id" (the edge id), "reasoning" (one short sentence: why this edge is relevant),
+  "score" (a number from 0 to 1: how relevant the edge is) and "concept" (the entity or concept of the question
+  that leads to this edge, as written in the edge or the question).
 - If no edge is relevant, output nothing.
 Example line:
-{"id": "a3f9b2c1", "reasoning": "States who discovered polonium, which the question asks about."}"""
+{"id": "a3f9b2c1", "reasoning": "States who discovered polonium, which the question asks about.", "score": 0.9, \
+"concept": "polonium"}"""
 
 _SYNTHESIS_SYSTEM = """task: kg-synthesis
 You answer a question from knowledge-graph statements written as (subject)-[predicate]->(object).

@@ -1,8 +1,9 @@
 """One DocumentRAG query against abstract ports, with explain events.
 
-Order on the response stream: explain(question) -> explain(exploration: the chunks used, by
-their extraction-provenance URIs) -> chunk... -> explain(synthesis: the answer text and its
-librarian copy) -> final ``end_of_session=True``.  Errors end the session too, and the trace
+Order on the response stream: explain(question) -> explain(grounding: the question, which is what
+the chunk search embeds) -> explain(exploration: the chunks used, by their extraction-provenance
+URIs) -> chunk... -> explain(synthesis: the answer text and its librarian copy, the model call's
+token usage) -> final ``end_of_session=True``.  Errors end the session too, and the trace
 records how far the query got (:class:`trustgraph_flow.common.query_session.QuerySession`).  The
 librarian copy and the Synthesis travel in one queued message: the librarian stores the copy,
 then passes the Synthesis on to the triple store.
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import (
+    LlmUsage,
     docrag_exploration_triples,
     docrag_question_triples,
     docrag_synthesis_triples,
+    grounding_triples,
 )
 from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error, Source
 from trustgraph_base.store.triples import check_names
@@ -62,6 +65,8 @@ class DocumentRag:
         check_question(req.query)
         check_names(req.user, req.collection)  # before anything is stored
         await session.explain(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
+        g_uri = uris.docrag_grounding_uri(session_id)
+        await session.explain(g_uri, grounding_triples(g_uri, q_uri, [req.query]))
         session.stage = "exploration"
         vector = await self.ports.embed(req.query)
         matches = await self.ports.find_chunks(req.user, req.collection, vector,
@@ -71,14 +76,17 @@ class DocumentRag:
         docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
                 for m, t in zip(matches, texts)]
         exp_uri = uris.docrag_exploration_uri(session_id)
-        await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches]))
+        await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches],
+                                                                  grounding_uri=g_uri))
         session.stage = "synthesis"
+        usage = None  # the synthesis model call's (none without chunks: no model is asked)
         if not docs:
             await session.add_answer(NO_DOCUMENTS_ANSWER)
         else:
             async for item in self.ports.prompt_stream("document-prompt", {"query": req.query, "documents": docs}):
                 if isinstance(item, PromptOutcome):
                     session.count(item)
+                    usage = LlmUsage(item.in_token, item.out_token, item.model)
                 elif item:
                     await session.add_answer(item)
         text = session.answer()
@@ -86,8 +94,7 @@ class DocumentRag:
         if session.explainable:
             doc_uri = uris.docrag_answer_uri(session_id)
             syn_uri = uris.docrag_synthesis_uri(session_id)
-            await session.explain(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
-                                                                    llm_model=session.model),
+            await session.explain(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri, usage=usage),
                                   answer=(doc_uri, text))
         sources = {}
         for m in matches:

@@ -1,13 +1,16 @@
 """One GraphRAG query, end to end, against abstract ports (so it runs on any bus and store).
 
-Stages and what the client sees, in order (DESIGN.md 4)::
+Stages and what the client sees, in order (docs/trace-model.md)::
 
-    explain(question) -> explain(exploration) -> explain(focus) -> chunk... -> explain(synthesis) -> final
+    explain(question) -> explain(grounding) -> explain(exploration) -> explain(focus) -> chunk...
+    -> explain(synthesis) -> final
 
 Each explain message is emitted the moment its stage is done, and the same triples go to the
 explainability store, neither awaited (:class:`trustgraph_flow.common.query_session.QuerySession`);
-the Exploration goes just after the edge-selection request has left
-(:func:`trustgraph_flow.common.query_session.alongside`).  The answer and the Synthesis that
+the Grounding (the seed entities the question's embedding found) goes as soon as the entity search
+answered, the Exploration just after the edge-selection request has left
+(:func:`trustgraph_flow.common.query_session.alongside`).  The Focus and the Synthesis record the
+token usage and model of their model calls.  The answer and the Synthesis that
 points at it go to the librarian in one queued message; the librarian stores the answer first
 and then passes the Synthesis on to the triple store, so a stored trace never names an answer
 that is not stored.  No request waits for either: ``end_of_session`` means the broker has
@@ -29,8 +32,10 @@ from typing import Any, Protocol
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.sources import build_source_chains, source_documents, source_patterns, source_walk
 from trustgraph_base.provenance.triples import (
+    LlmUsage,
     exploration_triples,
     focus_triples,
+    grounding_triples,
     question_triples,
     synthesis_triples,
 )
@@ -142,22 +147,33 @@ class _Run:
         check_question(req.query)
         check_names(req.user, req.collection)  # before anything is stored: a hostile name never reaches a store
         await session.explain(self.q_uri, question_triples(self.q_uri, req.query, parent_uri=req.parent_uri))
+        session.stage = "grounding"
+        seeds = await self._ground()
         session.stage = "exploration"
-        subgraph, seeds = await self._explore()
+        subgraph = await self._explore(seeds)
         session.stage = "focus"
         graph = get_labelgraph(subgraph.edges, subgraph.labels)
         async with alongside(self._select(graph, seeds, subgraph)) as selecting:
             exp_uri = uris.exploration_uri(self.id)  # built and sent while the model selects edges
             await session.explain(exp_uri, exploration_triples(exp_uri, self.q_uri, len(subgraph.edges),
-                                                               [m.entity for m in seeds if m.entity is not None]))
+                                                               [m.entity for m in seeds if m.entity is not None],
+                                                               grounding_uri=uris.grounding_uri(self.id)))
         selection = await selecting
         session.stage = "synthesis"
         await self._focus_and_synthesise(graph, selection, subgraph)
 
-    async def _explore(self) -> tuple[Subgraph, list[EntityMatch]]:
+    async def _ground(self) -> list[EntityMatch]:
+        """The seed entities: the entities whose vectors are nearest the question's; the Grounding names them."""
         req = self.req
         vector = await self.ports.embed(req.query)
         seeds = await self.ports.find_entities(req.user, req.collection, vector, self.entity_limit)
+        g_uri = uris.grounding_uri(self.id)
+        concepts = [m.label or term_label(m.entity, {}) for m in seeds if m.entity is not None]
+        await self.session.explain(g_uri, grounding_triples(g_uri, self.q_uri, concepts))
+        return seeds
+
+    async def _explore(self, seeds: list[EntityMatch]) -> Subgraph:
+        req = self.req
         subgraph = Subgraph(self.max_size)
         frontier: list[Term] = [m.entity for m in seeds if m.entity is not None]
         for m in seeds:
@@ -174,7 +190,7 @@ class _Run:
         missing = subgraph.unlabelled()
         if missing:
             subgraph.add([await self.ports.query(req.user, req.collection, label_patterns(missing))])
-        return subgraph, seeds
+        return subgraph
 
     async def _select(self, graph, seeds: list[EntityMatch], subgraph: Subgraph) -> SelectionResult:
         if not graph.ids:
@@ -189,6 +205,7 @@ class _Run:
         self.session.count(outcome)
         result = resolve_selection(outcome.objects, graph.uri_map, self.edge_limit,
                                    parser_dropped=outcome.dropped, parser_reasons=outcome.reasons)
+        result.usage = LlmUsage(outcome.in_token, outcome.out_token, outcome.model)
         if result.dropped:
             log.info("edge selection for %s: %d unusable line(s): %s", self.q_uri, result.dropped,
                      "; ".join(result.reasons[:5]))
@@ -201,14 +218,16 @@ class _Run:
                      for sel in selection.selections for (s, p, o) in [graph.label_map[sel.edge_id]]]
         # Synthesis starts now; its text is held back until the focus event has gone out.
         pieces: asyncio.Queue = asyncio.Queue()
-        async with alongside(self._synthesise(knowledge, bool(graph.ids), pieces)) as synth:
+        synthesis_usage: list[LlmUsage] = []  # the synthesis model call's, once it has ended
+        async with alongside(self._synthesise(knowledge, bool(graph.ids), pieces, synthesis_usage)) as synth:
             edge_sources: list[EdgeSource] = []
             if session.explainable and edges:
                 found = await self.ports.query(req.user, req.collection, source_patterns(edges), **source_walk())
                 edge_sources = build_source_chains(edges, found)
             focus_uri = uris.focus_uri(self.id)
             await session.explain(focus_uri, focus_triples(focus_uri, uris.exploration_uri(self.id),
-                                                           selection.selections, self.id, dropped=selection.dropped),
+                                                           selection.selections, self.id, dropped=selection.dropped,
+                                                           usage=selection.usage),
                                   edge_sources=edge_sources)
             while True:
                 item = await pieces.get()
@@ -222,15 +241,18 @@ class _Run:
         syn_uri, syn_triples = uris.synthesis_uri(self.id), []
         if session.explainable:  # stored first: the broker's acknowledgement overlaps the last chunk's send
             doc_uri = uris.answer_document_uri(self.id)
-            syn_triples = synthesis_triples(syn_uri, uris.focus_uri(self.id), doc_uri, llm_model=session.model)
+            syn_triples = synthesis_triples(syn_uri, uris.focus_uri(self.id), doc_uri,
+                                            usage=synthesis_usage[0] if synthesis_usage else None)
             session.store(syn_uri, syn_triples, answer=(doc_uri, text))
         await session.end_answer(text)
         await session.show(syn_uri, syn_triples)  # the client sees it after the answer's last chunk
         await session.close(GraphRagResponse(message_type="chunk", end_of_session=True, **session.usage(),
                                              sources=source_documents(edge_sources)))
 
-    async def _synthesise(self, knowledge: list[dict], explored: bool, out: asyncio.Queue) -> None:
-        """Put answer pieces on ``out``, then ``None``; an exception is put on ``out`` too."""
+    async def _synthesise(self, knowledge: list[dict], explored: bool, out: asyncio.Queue,
+                          usage: list[LlmUsage]) -> None:
+        """Put answer pieces on ``out``, then ``None``; an exception is put on ``out`` too.  The model call's
+        usage is appended to ``usage`` (nothing when the answer needs no model)."""
         try:
             if not knowledge:
                 out.put_nowait(NO_SELECTION_ANSWER if explored else NO_KNOWLEDGE_ANSWER)
@@ -239,6 +261,7 @@ class _Run:
                                                            {"query": self.req.query, "knowledge": knowledge}):
                     if isinstance(item, PromptOutcome):
                         self.session.count(item)
+                        usage.append(LlmUsage(item.in_token, item.out_token, item.model))
                     elif item:
                         out.put_nowait(item)
             out.put_nowait(None)

@@ -1,17 +1,20 @@
 """Turning the LLM's edge-selection output into edge selections with the original terms.
 
 The prompt layer has already parsed the JSONL (dropping fences, blank and malformed lines);
-here each ``{"id", "reasoning"}`` object is checked against the label graph: unknown ids and
-repeats are skipped and counted — never fatal — and the selection is capped at ``limit``.
+here each ``{"id", "reasoning", "score", "concept"}`` object is checked against the label graph:
+unknown ids and repeats are skipped and counted — never fatal — and the selection is capped at
+``limit``.  ``score`` (a finite number) and ``concept`` (text) are optional: a selector that gives
+none, or gives them malformed, still selects the edge, which then has no score or concept.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trustgraph_base.provenance.triples import EdgeSelection
+from trustgraph_base.provenance.triples import EdgeSelection, LlmUsage
 from trustgraph_base.schema import Triple
 
 __all__ = ["SelectionResult", "resolve_selection"]
@@ -22,13 +25,22 @@ class SelectionResult:
     selections: list[EdgeSelection] = field(default_factory=list)
     dropped: int = 0
     reasons: list[str] = field(default_factory=list)
+    #: the selection's model call (none when there was nothing to select from)
+    usage: LlmUsage | None = None
+
+
+def _score(value: Any) -> float | None:
+    """A selector's score: a finite number, else none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def resolve_selection(objects: Sequence[Any], uri_map: Mapping[str, Triple], limit: int = 0, *,
                       parser_dropped: int = 0, parser_reasons: Sequence[str] = ()) -> SelectionResult:
     """Map selected ids to original edges.
 
-    :param objects: parsed JSONL objects (``{"id": str, "reasoning": str}``).
+    :param objects: parsed JSONL objects (``{"id": str, "reasoning": str, "score"?: number, "concept"?: str}``).
     :param uri_map: id → original edge, from :func:`~.labels.get_labelgraph`.
     :param limit: keep at most this many selections (0 = no cap).
     :param parser_dropped: lines the JSONL parser already dropped (added to the count).
@@ -60,7 +72,8 @@ def resolve_selection(objects: Sequence[Any], uri_map: Mapping[str, Triple], lim
             result.reasons.append(f"more than {limit} edges selected")
             continue
         seen.add(eid)
-        reasoning = obj.get("reasoning")
+        reasoning, concept = obj.get("reasoning"), obj.get("concept")
         result.selections.append(EdgeSelection(edge=edge, reasoning=reasoning if isinstance(reasoning, str) else "",
-                                               edge_id=eid))
+                                               edge_id=eid, score=_score(obj.get("score")),
+                                               concept=concept.strip() if isinstance(concept, str) else ""))
     return result

@@ -1,16 +1,18 @@
 """trace-admin: retention of explain traces — delete one trace, or prune those older than a duration.
 
 A trace is deleted whole and alone: every triple reachable from its Question in
-``urn:graph:retrieval`` (stages, edge selections, agent iterations, sub-traces; never a node
-named after another trace, see :mod:`trustgraph_base.provenance.walk`), the trace index rows
-of its Questions, and its own answers in the librarian.  Knowledge and extraction provenance
-are never touched.  Everything happens inside one user and collection, so one tenant can
-never delete another's traces.
+``urn:graph:retrieval`` (stages, edge selections, agent iterations with their thoughts and
+observations, sub-traces; never a node named after another trace, see
+:mod:`trustgraph_base.provenance.walk`), the trace index rows of its Questions, and its own
+documents in the librarian (answers, an agent's thought and observation texts).  Knowledge and
+extraction provenance are never touched.  Everything happens inside one user and collection, so
+one tenant can never delete another's traces.
 
 Stored traces may be forged, so a librarian document is removed only when all of these hold
 (anything else the trace points at is left alone and counted in ``skipped_documents``):
 
-* its id is the answer URI of one of the trace's own Questions (:func:`~.uris.answer_uri_of`);
+* its id is, by the URI scheme, a document of one of the trace's own Questions: its answer, or
+  one of its agent's thoughts or observations (:func:`~.uris.document_owner`);
 * the librarian holds it as an ``answer`` (the removal request says so, and the librarian
   refuses to remove a document of another type);
 * the stage its metadata names (:mod:`trustgraph_base.provenance.answers`) is a node of this
