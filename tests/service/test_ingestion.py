@@ -261,3 +261,50 @@ async def test_only_events_about_the_load_keep_it_waiting(deployment):
         await asyncio.gather(noise, return_exceptions=True)
         await producer.close()
         await backend.close()
+
+
+async def test_ingest_status_says_how_far_each_document_got(deployment):
+    """The librarian's ``ingest-status`` reads a document's progress from the stores, vectors included."""
+    from trustgraph_cli.connection import Connection
+
+    user, coll = deployment.user, f"status-{uuid.uuid4().hex[:6]}"
+    (stored_id, title, kind, content), (loaded_id, *_rest) = docs = tiny_documents(2, f"st-{uuid.uuid4().hex[:6]}")
+    stack = await deployment.start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+    try:
+        await load(stack, user, coll, docs[1:])
+        async with Connection.attach(stack) as conn:
+            await conn.request("librarian", LibrarianRequest(
+                operation="add-document", user=user, collection=coll, document_id=stored_id, content=content,
+                document_metadata=DocumentMetadata(id=stored_id, kind=kind, title=title)))
+
+            async def status():
+                resp = await conn.request("librarian", LibrarianRequest(
+                    operation="ingest-status", user=user, collection=coll,
+                    document_ids=[stored_id, loaded_id, "https://trustgraph.ai/doc/never-stored"]))
+                return resp.statuses
+
+            not_processed, loaded, unknown = await status()
+            assert (not_processed.found, not_processed.pages, not_processed.complete) == (True, 0, False)
+            assert (unknown.found, unknown.complete) == (False, False)
+            librarian = store_of(stack, "stream_content")
+            chunks = [c.id for p in librarian.list_children(user, coll, loaded_id)
+                      for c in librarian.list_children(user, coll, p.id)]
+            assert loaded.complete and (loaded.pages, loaded.pages_chunked) == (1, 1)
+            assert loaded.chunks == loaded.extracted == loaded.chunk_vectors == loaded.entities_embedded == len(chunks)
+            assert loaded.extracted_triples > 0
+
+            # a missing chunk vector, then a missing entity vector: no longer complete
+            docs_index = next(s for s in stack.stores if getattr(s, "kind", "") == "document")
+            graph_index = next(s for s in stack.stores if getattr(s, "kind", "") == "graph")
+            docs_index.delete_ids(user, coll, chunks[:1])
+            _, loaded, _ = await status()
+            assert not loaded.complete and loaded.chunk_vectors == len(chunks) - 1
+            triples = store_of(stack, "list_traces")
+            edge = next(t.o.triple for t in triples.query(user, coll, TriplePattern(
+                s=Term(IRI, uris.subgraph_uri(chunks[0])), p=Term(IRI, ns.TG_CONTAINS), g=ns.GRAPH_SOURCE))
+                if t.o.triple.p.value != ns.RDFS_LABEL)
+            assert graph_index.delete_ids(user, coll, [edge.s.value]) == 1
+            _, loaded, _ = await status()
+            assert not loaded.complete and loaded.entities_embedded == len(chunks) - 1
+    finally:
+        await stack.stop()
