@@ -8,7 +8,8 @@ predicate picks as they are sent; everything else is the real backend's.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class _LossyProducer:
