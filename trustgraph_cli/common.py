@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from .terminal_text import ECHO_LIMIT, clip, is_utf8, printable, quoted
 
@@ -132,28 +133,52 @@ def end_line() -> None:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a command finds the services: embedded under ``home``, or over Pulsar at ``pulsar_url``.
+    """Where a command finds the services: embedded under ``home``, over Pulsar at ``pulsar_url``, or through
+    the gateway ``gateway`` describes.
 
-    :param pulsar_url: Pulsar service URL; ``None`` = embedded.
+    :param pulsar_url: Pulsar service URL; ``None`` = embedded (or the gateway).
     :param home: embedded data directory (``None`` = ``$TG_HOME`` or ``~/.trustgraph``).
     :param timeout: seconds to wait for each reply.
     :param flow: flow name in queue names (services started with the same ``--flow``).
+    :param gateway: the gateway (:class:`~trustgraph_cli.gateway_transport.GatewayInfo`) of ``--api-url``.
     """
 
     pulsar_url: str | None
     home: Path | None
     timeout: float
     flow: str = "default"
+    gateway: Any = None
 
     def connect(self, uses: tuple[str, ...]):
         """A :class:`~trustgraph_cli.connection.Connection` for a command that uses ``uses``: the services it
         calls and the flows it writes or starts.  Embedded, it starts only the processors those need
-        (their closure in the service manifest, :func:`trustgraph_flow.manifest.closure`)."""
+        (their closure in the service manifest, :func:`trustgraph_flow.manifest.closure`).  Through the
+        gateway, a :class:`~trustgraph_cli.gateway_transport.GatewayConnection` with the same interface."""
+        if self.gateway is not None:
+            from .gateway_transport import GatewayConnection
+
+            return GatewayConnection(self.gateway, self.timeout)
         from trustgraph_flow.manifest import closure
 
         from .connection import Connection
 
         return Connection(self.pulsar_url, self.home, closure(*uses), self.timeout, self.flow)
+
+    @property
+    def max_message_bytes(self) -> int | None:
+        """The largest message the transport carries (``None``: the in-process bus has no limit)."""
+        if self.gateway is not None:
+            return self.gateway.max_message_bytes
+        if self.pulsar_url:
+            from trustgraph_base.pubsub.pulsar import MAX_MESSAGE_BYTES
+
+            return MAX_MESSAGE_BYTES
+        return None
+
+    @property
+    def carrier(self) -> str:
+        """What carries the messages, for errors about their size: ``Pulsar`` or ``the gateway``."""
+        return "the gateway" if self.gateway is not None else "Pulsar"
 
 
 #: Longest ``--timeout`` (seconds): one day.  Far beyond any reply; the bus clients take waits in
@@ -177,32 +202,71 @@ class TimeoutSeconds(click.FloatRange):
 
 
 def connection_options(fn: Callable) -> Callable:
-    """``-U/--user``, ``-C/--collection``, ``--pulsar-url``, ``--home``, ``--flow``, ``--timeout``.
+    """``-U/--user``, ``-C/--collection``, ``--pulsar-url``, ``--api-url``, ``--token``, ``--home``, ``--flow``,
+    ``--timeout``.
 
-    The command receives ``user``, ``collection`` and ``target`` (a :class:`Target`).
+    The command receives ``user``, ``collection`` and ``target`` (a :class:`Target`).  The transport is
+    chosen by :func:`transport`; through the gateway, ``user`` is the token's user (see
+    :func:`~trustgraph_cli.gateway_transport.gateway_info`).
     """
 
     @functools.wraps(fn)
-    def wrapper(*args, pulsar_url, home, timeout, flow, **kwargs):
+    def wrapper(*args, pulsar_url, api_url, token, home, timeout, flow, **kwargs):
         if not _FLOW.match(flow or ""):
             raise CliError(f"invalid flow name {flow!r}: use 1-64 letters, digits, '_', '.' or '-'", EXIT_USAGE)
-        return fn(*args, target=Target(pulsar_url or None, home, timeout, flow), **kwargs)
+        ctx = click.get_current_context()
+        given = {name: ctx.get_parameter_source(name) for name in ("pulsar_url", "api_url", "token", "user", "flow")}
+        chosen = transport(pulsar_url or None, api_url or None, given)
+        if chosen != "gateway":
+            if token and given["token"] is ParameterSource.COMMANDLINE:
+                raise CliError("--token is for the gateway: give it with --api-url (or TRUSTGRAPH_URL)", EXIT_USAGE)
+            return fn(*args, target=Target(pulsar_url if chosen == "pulsar" else None, home, timeout, flow), **kwargs)
+        from .gateway_transport import gateway_info
+
+        info = gateway_info(api_url, token or None, timeout, user=kwargs["user"],
+                            user_given=given["user"] is ParameterSource.COMMANDLINE, flow=flow,
+                            flow_given=given["flow"] in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT))
+        kwargs["user"] = info.user
+        return fn(*args, target=Target(None, home, timeout, info.flow, info), **kwargs)
 
     options = [
-        click.option("-U", "--user", default="trustgraph", show_default=True, help="user (tenant) name"),
+        click.option("-U", "--user", default="trustgraph", show_default=True,
+                     help="user (tenant) name; with --token, the token's user"),
         click.option("-C", "--collection", default="default", show_default=True, help="collection name"),
         click.option("--pulsar-url", envvar="PULSAR_URL", default=None,
                      help="talk to services over Pulsar (env PULSAR_URL); default: embedded"),
+        click.option("--api-url", envvar="TRUSTGRAPH_URL", default=None,
+                     help="talk to services through this project's gateway, e.g. http://127.0.0.1:8888/ "
+                          "(env TRUSTGRAPH_URL)"),
+        click.option("--token", envvar="TRUSTGRAPH_TOKEN", default=None,
+                     help="the gateway's bearer token (env TRUSTGRAPH_TOKEN)"),
         click.option("--home", envvar="TG_HOME", default=None, type=click.Path(path_type=Path),
                      help="embedded data directory (env TG_HOME; default ~/.trustgraph)"),
         click.option("--flow", envvar="TG_FLOW", default="default", show_default=True,
-                     help="flow name the services were started with (env TG_FLOW)"),
+                     help="flow name the services were started with (env TG_FLOW); the gateway's by default"),
         click.option("--timeout", default=120.0, show_default=True, type=TimeoutSeconds(),
                      help=f"seconds to wait for each reply (0.1 to {MAX_TIMEOUT:g})"),
     ]
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def transport(pulsar_url: str | None, api_url: str | None, given: dict[str, ParameterSource | None]) -> str:
+    """``embedded``, ``pulsar`` or ``gateway``: a flag wins over the environment; two flags, or both
+    ``PULSAR_URL`` and ``TRUSTGRAPH_URL`` without a flag, are a usage error (exit 2)."""
+    pulsar_flag = bool(pulsar_url) and given.get("pulsar_url") is ParameterSource.COMMANDLINE
+    api_flag = bool(api_url) and given.get("api_url") is ParameterSource.COMMANDLINE
+    if pulsar_flag and api_flag:
+        raise CliError("--pulsar-url and --api-url name two ways to the services: give one", EXIT_USAGE)
+    if api_flag or (api_url and not pulsar_flag and not pulsar_url):
+        return "gateway"
+    if pulsar_flag or (pulsar_url and not api_url):
+        return "pulsar"
+    if pulsar_url and api_url:
+        raise CliError("both PULSAR_URL and TRUSTGRAPH_URL are set: choose with --pulsar-url or --api-url "
+                       "(or unset one)", EXIT_USAGE)
+    return "embedded"
 
 
 def check_names(user: str, collection: str) -> None:
@@ -311,7 +375,7 @@ def exit_code_for(e: BaseException) -> int:
     if isinstance(e, OSError):  # a local file or the output (stdout on a full disk) failed, not a server
         return EXIT_FAILED
     if isinstance(e, ServiceError):
-        return EXIT_USAGE if e.error_type in ("invalid-request", "bad-request") else EXIT_FAILED
+        return EXIT_USAGE if e.error_type in ("invalid-request", "bad-request", "request-error") else EXIT_FAILED
     if isinstance(e, (NotFound, LookupError)):
         return EXIT_FAILED
     if isinstance(e, (StoreError, ValueError)):

@@ -1,4 +1,5 @@
-"""How a command reaches the services: embedded (in this process) or over Pulsar.
+"""How a command reaches the services: embedded (in this process) or over Pulsar.  The third way,
+through the gateway (``--api-url``), is :mod:`trustgraph_cli.gateway_transport`, with the same interface.
 
 Embedded (the default) starts just the processors the command needs on the in-process bus
 over the SQLite stores in ``$TG_HOME``, and on exit waits until everything they were asked

@@ -334,13 +334,15 @@ def read_limited(path: Path, limit: int) -> bytes:
 
 
 def read_source(path: Path, *, user: str, collection: str, title: str | None, kind: str | None,
-                encoding: str | None, doc_id: str | None, several: bool, max_message_bytes: int | None) -> SourceFile:
+                encoding: str | None, doc_id: str | None, several: bool, max_message_bytes: int | None,
+                carrier: str = "Pulsar") -> SourceFile:
     """Read and check one file to load, before anything is stored; a refusal is a :class:`CliError`.
 
     :param kind: the normalised ``--kind`` (``None``: detected per file).
     :param encoding: ``--encoding`` of text and Markdown files (``None``: UTF-8).
     :param several: more files are loaded (``--title`` is then not available to fix a file name).
     :param max_message_bytes: the transport's message limit (``None``: the in-process bus has none).
+    :param carrier: what carries the messages (``Pulsar``, ``the gateway``), for the size error.
     """
     from trustgraph_base.codec import encode
     from trustgraph_base.provenance.triples import validate_iri
@@ -392,7 +394,7 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     if max_message_bytes is not None:
         size = len(encode(_add_request(user, collection, source)))
         if size > max_message_bytes:
-            raise CliError(f"{shown} is {len(content):,} bytes, too large to send over Pulsar: its request would be "
+            raise CliError(f"{shown} is {len(content):,} bytes, too large to send over {carrier}: its request would be "
                            f"{size:,} bytes and a message can be at most {max_message_bytes:,} (documents up to "
                            f"about {max_message_bytes * 3 // 4 / 2 ** 20:.1f} MiB fit)", EXIT_USAGE)
     return source
@@ -436,7 +438,6 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
     line) and the others load completely; the exit code is then non-zero.
     """
     from trustgraph_base.processor import ServiceError
-    from trustgraph_base.pubsub.pulsar import MAX_MESSAGE_BYTES
     from trustgraph_base.schema import LibrarianRequest
     from trustgraph_flow.ingest.decoding import normalize_kind
 
@@ -455,7 +456,7 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
         try:
             doc = read_source(f, user=user, collection=collection, title=title, kind=kind, encoding=encoding,
                               doc_id=doc_id, several=len(files) > 1,
-                              max_message_bytes=MAX_MESSAGE_BYTES if target.pulsar_url else None)
+                              max_message_bytes=target.max_message_bytes, carrier=target.carrier)
         except CliError as e:
             failures.append((position, e))
             continue
@@ -519,7 +520,6 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
     holding a value the services would refuse, or a quad in ``urn:graph:retrieval``, stores nothing.
     """
     from trustgraph_base.codec import encode
-    from trustgraph_base.pubsub.pulsar import MAX_MESSAGE_BYTES
     from trustgraph_base.pubsub.topics import flow_queue
     from trustgraph_base.rdf.export import parse
 
@@ -542,7 +542,7 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
     if not triples:
         raise CliError(f"{shown} holds no triples", EXIT_USAGE)
     try:
-        plan = plan_load(triples, batch_size, MAX_MESSAGE_BYTES if target.pulsar_url else None)
+        plan = plan_load(triples, batch_size, target.max_message_bytes, target.carrier)
     except LoadRefused as e:
         raise CliError(f"{shown}: {e} (nothing was loaded)", EXIT_USAGE) from None
     root = f"urn:load:{reader.sha256.hexdigest()[:16]}"

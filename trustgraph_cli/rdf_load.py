@@ -16,8 +16,9 @@ the first message is sent: a refused file stores nothing.  The limits, and where
   whitespace as one space; the triple keeps the label as written) and an IRI of at most
   :data:`~trustgraph_base.store.vectors.MAX_ID_LENGTH` characters;
 - over Pulsar every message at most :data:`~trustgraph_base.pubsub.pulsar.MAX_MESSAGE_BYTES`
-  (the broker's 5 MiB limit): batches are cut by triples (``--batch-size``) and by bytes, and a
-  triple whose message alone would be larger is refused.  The in-process bus has no such limit.
+  (the broker's 5 MiB limit), through the gateway at most what its frames carry: batches are cut
+  by triples (``--batch-size``) and by bytes, and a triple whose message alone would be larger is
+  refused.  The in-process bus has no such limit.
 """
 
 from __future__ import annotations
@@ -59,19 +60,21 @@ class LoadPlan:
         return sum(len(b) for b in self.entity_batches)
 
 
-def plan_load(triples: Sequence[Triple], batch_size: int, max_message_bytes: int | None = None) -> LoadPlan:
+def plan_load(triples: Sequence[Triple], batch_size: int, max_message_bytes: int | None = None,
+              carrier: str = "Pulsar") -> LoadPlan:
     """Check every triple and label of a load and cut it into messages.
 
     :param triples: the parsed file.
     :param batch_size: most triples in one message.
     :param max_message_bytes: most bytes in one message (``None``: no limit, the in-process bus).
+    :param carrier: what carries the messages (``Pulsar``, ``the gateway``), for the size error.
     :raises LoadRefused: naming the first value the services would refuse, and why.
     """
     _check_graphs(triples)
     _check_terms(triples)
     entities = _entities(triples)
-    return LoadPlan(_batches(triples, batch_size, max_message_bytes, _triple_bytes, "triple"),
-                    _batches(entities, ENTITY_BATCH, max_message_bytes, _entity_bytes, "entity"))
+    return LoadPlan(_batches(triples, batch_size, max_message_bytes, _triple_bytes, "triple", carrier),
+                    _batches(entities, ENTITY_BATCH, max_message_bytes, _entity_bytes, "entity", carrier))
 
 
 def _check_graphs(triples: Sequence[Triple]) -> None:
@@ -131,7 +134,7 @@ def _entity_bytes(e: EntityContext) -> int:
     return len(encode(EntityContexts(entities=[e])))
 
 
-def _batches(items: Sequence, count: int, max_bytes: int | None, size, what: str) -> list[list]:
+def _batches(items: Sequence, count: int, max_bytes: int | None, size, what: str, carrier: str) -> list[list]:
     """``items`` in order, cut into lists of at most ``count`` items and (when given) ``max_bytes`` bytes."""
     if max_bytes is None:
         return [list(items[i:i + count]) for i in range(0, len(items), count)]
@@ -143,7 +146,7 @@ def _batches(items: Sequence, count: int, max_bytes: int | None, size, what: str
         if _ENVELOPE_BYTES + n > max_bytes:
             shown = _where(item) if isinstance(item, Triple) else f"<{clip(item.entity.value)}>"
             raise LoadRefused(f"the {what} {shown} needs a message of {n:,} bytes ({n / 2 ** 20:.1f} MiB); "
-                              f"Pulsar carries messages of at most {max_bytes:,} bytes")
+                              f"{carrier[0].upper()}{carrier[1:]} carries messages of at most {max_bytes:,} bytes")
         if current and (len(current) >= count or used + n > max_bytes):
             batches.append(current)
             current, used = [], _ENVELOPE_BYTES

@@ -138,7 +138,8 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
                    serves=("agent",), calls=("prompt", "trace-claim", "graph-rag", "document-rag", "text-completion"),
                    feeds=("triples-store",), env=LLM_ENV),
     ProcessorEntry("api-gateway", _F + "gateway.service:ApiGateway",
-                   calls=("graph-rag", "document-rag", "agent", "triples", "librarian"),
+                   calls=("graph-rag", "document-rag", "agent", "triples", "librarian", "trace-list", "trace-admin"),
+                   feeds=("triples-store", "entity-contexts"),
                    env=("TG_GATEWAY_HOST", "TG_GATEWAY_TOKEN"), profile="gateway", embedded=False),
 ]}
 

@@ -65,7 +65,7 @@ def base_env(extra: dict[str, str] | None = None, drop: Sequence[str] = ()) -> d
     """The environment of a command: the test's, minus server/LLM settings a command must not inherit."""
     env = dict(os.environ)
     for key in ("PULSAR_URL", "TG_HOME", "TG_FLOW", "TG_STORE", "OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND",
-                "TG_DEBUG", *drop):
+                "TG_DEBUG", "TRUSTGRAPH_URL", "TRUSTGRAPH_TOKEN", *drop):
         env.pop(key, None)
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
@@ -302,6 +302,72 @@ def wait_ready(services: list[ServiceProcess], timeout: float) -> None:
     late = [s.name for s in services if not s.ready()]
     raise RuntimeError(f"services not ready after {timeout:.0f} s: {late}\n"
                        + "\n".join(f"--- {s.name}\n{s.log_text()[-2000:]}" for s in services if s.name in late))
+
+
+# --------------------------------------------------------------------------- the gateway
+
+#: Seconds a gateway process may take to answer its index.
+GATEWAY_START_SECONDS = 120.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class GatewayProcess:
+    """A gateway OS process (``tg-gateway`` or ``api-gateway``) and its base URL."""
+
+    url: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> int:
+        """SIGTERM (SIGKILL of its process group after 60 s); returns its exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc.pid)
+            return self.proc.wait(10)
+
+
+def start_gateway(deployment, workdir: Path, *options: str) -> GatewayProcess:
+    """The gateway of ``deployment`` (``tg-gateway`` over its ``TG_HOME``, or ``api-gateway`` over its Pulsar and
+    flow, next to its services) on a free port, with ``options``; returns once it answers."""
+    import json
+    import urllib.request
+
+    port = free_port()
+    common = ["--port", str(port), "--default-user", deployment.user, "--log-level", "INFO", *options]
+    if deployment.distributed:
+        argv = [script("api-gateway"), "--pubsub", "pulsar", "--pulsar-url", deployment.env["PULSAR_URL"],
+                "--flow", deployment.flow, *common]
+    else:
+        argv = [script("tg-gateway"), "--home", deployment.env["TG_HOME"], *common]
+    log = workdir / f"gateway-{deployment.kind}-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=deployment.env, start_new_session=True)
+    gw = GatewayProcess(f"http://127.0.0.1:{port}/", proc, log)
+    deadline = time.monotonic() + GATEWAY_START_SECONDS
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the gateway exited with {proc.returncode}:\n{gw.log_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(gw.url, timeout=2) as resp:
+                if json.loads(resp.read())["service"] == "api-gateway":
+                    return gw
+        except OSError:
+            time.sleep(0.25)
+    kill_group(proc.pid)
+    raise RuntimeError(f"the gateway did not answer within {GATEWAY_START_SECONDS:g} s:\n{gw.log_text()[-3000:]}")
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""The aiohttp application: the WebSocket, the REST routes and a small index, with the gateway's limits."""
+"""The aiohttp application: the WebSockets, the REST routes and a small index, with the gateway's limits."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from aiohttp import WSCloseCode, web
 from .auth import Auth
 from .dispatch import Dispatcher
 from .limits import Limits
-from .mux import socket_handler
+from .mux import Socket, socket_handler
+from .native import Native
 from .rest import Rest
 
 SOCKETS = web.AppKey("sockets", weakref.WeakSet)
 
 
-def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits) -> web.Application:
-    """An application serving ``dispatcher`` behind ``auth`` within ``limits``."""
+def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits, native: Native | None = None) -> web.Application:
+    """An application serving ``dispatcher`` (TrustGraph's protocol) and ``native`` (this project's own channel,
+    when given) behind ``auth`` within ``limits``."""
     app = web.Application(client_max_size=limits.max_body_bytes)
     sockets: weakref.WeakSet = weakref.WeakSet()
     app[SOCKETS] = sockets
@@ -25,7 +27,8 @@ def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits) -> web.Applicat
         "service": "api-gateway", "protocol": "TrustGraph 2.11.1 gateway", "flow": dispatcher.flow,
         "auth": "bearer token" if auth.required else "open (loopback only)",
         "endpoints": ["GET /api/v1/socket (WebSocket)", "POST /api/v1/flow/{flow}/service/{kind}",
-                      "POST /api/v1/librarian", "GET /api/v1/openapi.json"],
+                      "POST /api/v1/librarian", "GET /api/v1/openapi.json"]
+        + (["GET /api/v1/native (WebSocket, this project's tg-* commands)", "GET /api/v1/whoami"] if native else []),
     }, option=orjson.OPT_INDENT_2)
 
     async def show_index(request: web.Request) -> web.Response:
@@ -36,7 +39,10 @@ def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits) -> web.Applicat
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"gateway stopping")
 
     app.router.add_get("/", show_index)
-    app.router.add_get("/api/v1/socket", socket_handler(dispatcher, auth, limits, sockets))
+    app.router.add_get("/api/v1/socket", socket_handler(lambda ws: Socket(ws, dispatcher, auth, limits), limits,
+                                                        sockets))
     app.router.add_routes(Rest(dispatcher, auth).routes())
+    if native is not None:
+        app.router.add_routes(native.routes(sockets))
     app.on_shutdown.append(close_sockets)
     return app

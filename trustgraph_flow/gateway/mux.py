@@ -8,7 +8,8 @@ The first frame must be ``{"type": "auth", "token": "…"}``; the answer is
 Ids are the client's own (TrustGraph numbers them ``req-1``, ``req-2``, … per connection),
 so they are kept per socket.  Every bad frame (not JSON, not an object, no id, an id in use,
 too large, too many requests open, binary) gets an error frame and the socket stays usable.
-Requests still open when the socket closes are cancelled.
+Requests still open when the socket closes are cancelled.  :class:`Socket` is also the framing of
+this project's own channel (``/api/v1/native``, :mod:`.native`), which has frames of its own.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
 from aiohttp import WSMsgType, web
 
 from .auth import AccessDenied, Auth
-from .dispatch import Dispatcher
+from .dispatch import Dispatcher, Reply
 from .limits import Limits
 from .wire import GATEWAY_ERROR, REQUEST_ERROR, GatewayRequestError, error_body
 
@@ -37,7 +39,7 @@ HEARTBEAT_SECONDS = 30.0
 class Socket:
     """One client connection: its auth state, its open requests and an ordered writer."""
 
-    def __init__(self, ws: web.WebSocketResponse, dispatcher: Dispatcher, auth: Auth, limits: Limits):
+    def __init__(self, ws: web.WebSocketResponse, dispatcher: Dispatcher | None, auth: Auth, limits: Limits):
         self.ws = ws
         self.dispatcher = dispatcher
         self.auth = auth
@@ -105,6 +107,8 @@ class Socket:
         if not self.authenticated:
             await self.refuse(request_id, GATEWAY_ERROR, 'authenticate first: send {"type": "auth", "token": "…"}')
             return
+        if await self.on_control(frame):
+            return
         if type(request_id) is not str or not 0 < len(request_id) <= MAX_ID_LENGTH:
             await self.refuse(None, REQUEST_ERROR, f"a request needs an 'id': a string of 1-{MAX_ID_LENGTH} characters")
             return
@@ -115,6 +119,14 @@ class Socket:
             await self.refuse(request_id, GATEWAY_ERROR,
                               f"too many requests open on this socket (at most {self.limits.max_outstanding})")
             return
+        await self.start(request_id, frame)
+
+    async def on_control(self, frame: dict) -> bool:
+        """Handle a frame that is not a request (a subclass's own frame types); ``True`` if it was one."""
+        return False
+
+    async def start(self, request_id: str, frame: dict) -> None:
+        """Start serving one request frame (its id is free and within the limits)."""
         try:
             user = self.auth.user_for(self.principal, frame.get("workspace"))
         except GatewayRequestError as e:
@@ -123,10 +135,18 @@ class Socket:
         if "request" not in frame:
             await self.refuse(request_id, REQUEST_ERROR, "a request frame needs 'request'")
             return
-        task = asyncio.create_task(self.serve(request_id, user, frame.get("service"), frame.get("flow"),
-                                              frame["request"]))
+        self.spawn(request_id, self.relay(request_id, self.dispatcher.replies(
+            user, frame.get("service"), frame.get("flow"), frame["request"])))
+
+    def spawn(self, request_id: str, work) -> None:
+        """Run ``work`` as the open request ``request_id`` (cancelled when the socket closes)."""
+        task = asyncio.create_task(work)
         self.open[request_id] = task
         task.add_done_callback(lambda _t, rid=request_id: self.open.pop(rid, None))
+
+    def auth_ok(self) -> dict:
+        """The frame a successful auth gets."""
+        return {"type": "auth-ok", "default_workspace": "default"}
 
     async def on_auth(self, token: Any) -> None:
         try:
@@ -138,11 +158,12 @@ class Socket:
                 await self.ws.close(code=1008, message=b"auth failure")
             return
         self.authenticated = True
-        await self.send({"type": "auth-ok", "default_workspace": "default"})
+        await self.send(self.auth_ok())
 
-    async def serve(self, request_id: str, user: str, service: Any, flow: Any, body: Any) -> None:
+    async def relay(self, request_id: str, replies: AsyncIterator[Reply]) -> None:
+        """Send the replies of one request as frames, up to the complete one or an error."""
         try:
-            async for reply in self.dispatcher.replies(user, service, flow, body):
+            async for reply in replies:
                 if reply.error is not None:
                     await self.send({"id": request_id, "error": reply.error, "complete": True})
                     return
@@ -157,14 +178,15 @@ class Socket:
                 await self.refuse(request_id, "unexpected-error", f"the gateway failed: {type(e).__name__}")
 
 
-def socket_handler(dispatcher: Dispatcher, auth: Auth, limits: Limits, sockets: weakref.WeakSet):
-    """The aiohttp handler of ``/api/v1/socket``."""
+def socket_handler(make_socket: Callable[[web.WebSocketResponse], Socket], limits: Limits,
+                   sockets: weakref.WeakSet):
+    """The aiohttp handler of a WebSocket endpoint whose connections ``make_socket`` serves."""
 
     async def handle(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(heartbeat=HEARTBEAT_SECONDS, max_msg_size=limits.hard_frame_bytes)
         await ws.prepare(request)
         sockets.add(ws)
-        await Socket(ws, dispatcher, auth, limits).run()
+        await make_socket(ws).run()
         if not ws.closed:
             await ws.close()
         return ws

@@ -104,6 +104,13 @@ _LIBRARIAN = {
     },
 }
 
+_WHOAMI = {
+    "type": "object", "required": ["user", "flow", "max_frame_bytes", "max_message_bytes", "max_outstanding"],
+    "properties": {"user": {"type": "string", "nullable": True}, "flow": {"type": "string"},
+                   "max_frame_bytes": {"type": "integer"}, "max_message_bytes": {"type": "integer"},
+                   "max_outstanding": {"type": "integer"}},
+}
+
 
 def _json(schema: dict) -> dict:
     return {"content": {"application/json": {"schema": schema}}}
@@ -139,13 +146,19 @@ def openapi_document(flow: str = "default") -> dict:
         paths[f"/api/v1/flow/{{flow}}/service/{kind}"] = op
     paths["/api/v1/librarian"] = _post("librarian: documents of the workspace's user", _LIBRARIAN,
                                        {"type": "object"})
+    paths["/api/v1/whoami"] = {"get": {
+        "summary": "whose the token is (null: no tokens configured), the flow served and the largest message a "
+                   "frame of /api/v1/native carries; this project's tg-* commands ask before they start",
+        "responses": {"200": {"description": "the caller", **_json(_WHOAMI)},
+                      "401": _error("no token or an unknown token (when the gateway has tokens)")}}}
     paths["/api/v1/openapi.json"] = {"get": {"summary": "this document", "security": [],
                                              "responses": {"200": {"description": "OpenAPI 3.0 document"}}}}
     return {
         "openapi": "3.0.3",
         "info": {"title": "trustgraph-explain api-gateway",
                  "description": "TrustGraph 2.11.1's gateway protocol (REST part); the WebSocket /api/v1/socket "
-                                "carries the same requests, see docs/gateway.md",
+                                "carries the same requests, and /api/v1/native (with /api/v1/whoami) this "
+                                "project's own messages for its tg-* commands; see docs/gateway.md",
                  "version": "1"},
         "paths": paths,
         "components": {"schemas": {"Term": _TERM, "Quad": _QUAD, "Error": _ERROR},

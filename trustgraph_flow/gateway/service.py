@@ -1,11 +1,13 @@
 """``api-gateway`` (a service over the bus, like every other) and ``tg-gateway`` (the embedded stack plus the gateway).
 
-``api-gateway`` is a processor with clients of graph-rag, document-rag, agent, triples and
-librarian on its ``--flow``; it takes the launcher's common options (``--pubsub``,
-``--pulsar-url``, ``--flow``, ...) plus ``--host`` (default 127.0.0.1), ``--port`` (8888),
-``--default-user``, ``--token`` / ``--tokens-file``, ``--library-collection`` and the limits.
-``tg-gateway`` starts every embedded processor (in-process bus, SQLite under ``--home``) and
-the gateway in one process, so TrustGraph's client or a browser can talk to it without Pulsar.
+``api-gateway`` is a processor with clients of graph-rag, document-rag, agent, triples, trace-list,
+trace-admin and librarian on its ``--flow``, and producers of its ``triples-store`` and
+``entity-contexts`` flows (for this project's ``tg-load-turtle --api-url``); it takes the
+launcher's common options (``--pubsub``, ``--pulsar-url``, ``--flow``, ...) plus ``--host``
+(default 127.0.0.1), ``--port`` (8888), ``--default-user``, ``--token`` / ``--tokens-file``,
+``--library-collection`` and the limits.  ``tg-gateway`` starts every embedded processor
+(in-process bus, SQLite under ``--home``) and the gateway in one process, so TrustGraph's client,
+this project's ``tg-* --api-url`` or a browser can talk to it without Pulsar.
 Both refuse a non-loopback ``--host`` without tokens (exit 2).  See ``docs/gateway.md``.
 """
 
@@ -26,11 +28,12 @@ from aiohttp import web
 from trustgraph_base.processor import Processor, launch
 from trustgraph_base.processor.launcher import serve_until_stopped, setup_logging
 
-from ..common.services import client_spec
+from ..common.services import client_spec, flow_producer_spec
 from .app import make_app
 from .auth import Auth, AuthConfigError, check_bind, make_auth
 from .dispatch import GATEWAY_SERVICES, Dispatcher
 from .limits import Limits
+from .native import NATIVE_QUEUES, NATIVE_SERVICES, Native
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,8 @@ DEFAULT_PORT = 8888
 
 
 class ApiGateway(Processor):
-    """Serves TrustGraph 2.11.1's gateway protocol (WebSocket and REST) in front of the services."""
+    """Serves TrustGraph 2.11.1's gateway protocol (WebSocket and REST) and this project's own channel (for its
+    ``tg-*`` commands, :mod:`.native`) in front of the services."""
 
     default_id = "api-gateway"
 
@@ -51,8 +55,11 @@ class ApiGateway(Processor):
         self.limits = limits or Limits()
         check_bind(host, self.auth)
         self.dispatcher = Dispatcher(self.client, self.flow, library_collection)
-        for service in GATEWAY_SERVICES:
+        self.native = Native(self.client, self.producer, self.backend, self.flow, self.auth, self.limits, self.id)
+        for service in dict.fromkeys(GATEWAY_SERVICES + NATIVE_SERVICES):
             self.add(client_spec(service, self.flow))
+        for queue in NATIVE_QUEUES:  # unbatched: each write is awaited by its client
+            self.add(flow_producer_spec(queue, queue, self.flow, batching=False))
         self._runner: web.AppRunner | None = None
 
     @property
@@ -62,7 +69,7 @@ class ApiGateway(Processor):
         return f"http://{host}:{self.port}/"
 
     async def on_start(self) -> None:
-        self._runner = web.AppRunner(make_app(self.dispatcher, self.auth, self.limits), access_log=None,
+        self._runner = web.AppRunner(make_app(self.dispatcher, self.auth, self.limits, self.native), access_log=None,
                                      shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, backlog=1024)

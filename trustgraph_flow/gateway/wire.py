@@ -11,6 +11,9 @@ from __future__ import annotations
 REQUEST_ERROR = "request-error"
 #: The gateway itself could not serve it (limits, time-outs, access, unknown service).
 GATEWAY_ERROR = "gateway-error"
+#: This project's own channel (``/api/v1/native``) tells two more apart, so its client can say what failed:
+#: a service that did not answer within the gateway's time, and a bus that failed.
+TIMEOUT, UNAVAILABLE = "timeout", "unavailable"
 
 
 class GatewayRequestError(ValueError):
