@@ -92,7 +92,8 @@ class ProgressFeed:
     documents that read nothing until its last request was sent lost every event past the first
     thousand and waited for them.  Events are therefore taken off the subscription as they arrive
     and kept here; only those of ``user`` / ``collection`` (the topic carries everyone's), and an
-    undecodable one is skipped.
+    undecodable one is skipped.  A feed that is gone for good (the gateway carrying it went away)
+    is raised by :meth:`next`.
     """
 
     def __init__(self, backend, user: str | None = None, collection: str | None = None):
@@ -113,13 +114,16 @@ class ProgressFeed:
 
     async def _read(self) -> None:
         from trustgraph_base.codec import CodecError, decode
-        from trustgraph_base.pubsub import BackendError
+        from trustgraph_base.pubsub import BackendError, BackendUnavailable
         from trustgraph_base.schema import IngestProgress
 
         while True:
             try:
                 msg = await self.consumer.receive()
-            except BackendError:  # the client reconnects by itself
+            except BackendUnavailable as e:
+                self._events.put_nowait(e)
+                return
+            except BackendError:  # a broker's client reconnects by itself
                 await asyncio.sleep(0.5)
                 continue
             await self.consumer.ack(msg)
@@ -137,9 +141,13 @@ class ProgressFeed:
 
         try:
             async with asyncio.timeout(timeout):
-                return await self._events.get()
+                ev = await self._events.get()
         except TimeoutError:
             raise ReceiveTimeout(f"no progress event within {timeout:g} s") from None
+        if isinstance(ev, BaseException):
+            self._events.put_nowait(ev)  # and for every later call
+            raise ev
+        return ev
 
     async def __aexit__(self, *exc):
         if self._reader is not None:
