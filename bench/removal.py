@@ -19,7 +19,7 @@ import statistics
 import time
 
 from .common import Figure, Results, spread
-from .harness import CountingStore, Suite, bench_parser, load_note, report, run_on_suite
+from .harness import CountingStore, Suite, bench_parser, load_note, report, run_on_suite, settle
 
 #: Documents of the collection (quick mode: the distributed stack loads a fifth of them).
 DOCUMENTS = 1000
@@ -97,9 +97,11 @@ async def bench(suite: Suite) -> Results:
         try:
             print(f"  removal ({stack_name}): loading {n} documents ...", flush=True)
             await load(running, user, collection, [_doc(f"d{i}", _small(i)) for i in range(n // 10)])
+            await settle(running)  # nothing of the load is still being written while removals are timed
             tenth, _, tenth_costs = await _remove_small(running, user, collection, range(SAMPLES))
             await load(running, user, collection, [_doc(f"d{i}", _small(i)) for i in range(n // 10, n)]
                        + [_doc("large", _large("Tirasu"))])
+            await settle(running)
             full, removal, full_costs = await _remove_small(running, user, collection,
                                                             range(n // 10, n // 10 + SAMPLES))
             large, big, large_lookups, large_rows = await _remove(running, user, collection, _doc("large", b"")[0])
