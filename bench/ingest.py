@@ -4,8 +4,10 @@ Each document goes through the real processors (librarian, decoder, chunker, pat
 extractor with extraction provenance, triples-write, entity and chunk embeddings with the
 packaged MiniLM model) until the pipeline reports every chunk extracted, stored and
 embedded.  Documents alternate between the stacks (embedded; Pulsar + Cassandra when
-configured), so both are measured over the same minutes.  Targets: >= 40 chunks/s embedded,
->= 20 chunks/s distributed.
+configured), so both are measured over the same minutes; each stack has an embedder of its own
+(as separate deployments do), and one small untimed document warms each stack up first (the
+user's keyspace and tables, the flow's topics).  Targets: >= 40 chunks/s embedded, >= 20
+chunks/s distributed.
 
 The corpus is the bundled sample corpus (5 documents, about 5,000 words; the PDF is
 rendered at load time); full mode also loads each document a second time with its
@@ -25,6 +27,10 @@ from .common import Figure, Results, spread
 from .harness import Suite, bench_parser, interleaved_order, load_note, report, run_on_suite, settle, stores_of
 
 CORPUS_COLLECTION = "corpus"
+#: Loaded on each stack before anything is timed (its words are not the corpus's: no cached vector helps).
+WARM_UP_COLLECTION = "warm-up"
+WARM_UP_DOCUMENT = ("https://trustgraph.ai/doc/bench-ingest-warm-up", "warm-up", "text/plain",
+                    b"Kalomi Mineva discovered the mineral kalomiite. Kalomi Mineva worked in Suvo.\n")
 
 
 def corpus(variants: bool) -> list[tuple[str, str, str, bytes]]:
@@ -59,9 +65,18 @@ async def load(stack, user: str, collection: str, docs: list, timeout: float = 6
 
 
 async def start_ingest(suite: Suite, stack: str):
-    from trustgraph_flow.embedded import INGEST
+    """The ingestion processors on ``stack``, with an embedder of their own, loaded before anything is timed.
 
-    return await suite.deployment(stack).start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+    One process runs both stacks here, and embedders are shared per process: with one embedder, the
+    stack that loads a document second found every chunk's vector in the other's cache.
+    """
+    from trustgraph_flow.embedded import INGEST
+    from trustgraph_flow.model.embeddings import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    await asyncio.to_thread(embedder.load)
+    return await suite.deployment(stack).start(tuple(dict.fromkeys(INGEST)), llm="extractive",
+                                               settings={"embeddings": {"embedder": embedder}})
 
 
 async def ensure_corpus(suite: Suite, stack: str) -> str:
@@ -84,6 +99,9 @@ async def bench(suite: Suite) -> Results:
     if suite.quick:
         docs = docs[:3]
     stacks = {s: await start_ingest(suite, s) for s in suite.stacks}
+    for s, running in stacks.items():  # untimed: the user's keyspace, tables and topics are made on first use
+        await load(running, suite.deployment(s).user, WARM_UP_COLLECTION, [WARM_UP_DOCUMENT])
+        await settle(running)
     seconds = {s: 0.0 for s in stacks}
     cpu = {s: 0.0 for s in stacks}
     chunks = {s: 0 for s in stacks}

@@ -7,6 +7,7 @@ extracted, stored and embedded.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import stat
@@ -83,67 +84,188 @@ class DocumentProgress:
 
 
 class ProgressFeed:
-    """An exclusive subscription to ``notify:tg:ingest-progress`` (opened before processing starts)."""
+    """An exclusive subscription to ``notify:tg:ingest-progress``, opened before processing starts and
+    read from then on, while the command is still sending its requests.
 
-    def __init__(self, backend):
+    On Pulsar the topic is non-persistent: the broker drops what a subscription has no room for
+    (the client holds at most 1,000 messages it was not asked for yet), so a load of many
+    documents that read nothing until its last request was sent lost every event past the first
+    thousand and waited for them.  Events are therefore taken off the subscription as they arrive
+    and kept here; only those of ``user`` / ``collection`` (the topic carries everyone's), and an
+    undecodable one is skipped.  A feed that is gone for good (the gateway carrying it went away)
+    is raised by :meth:`next`.
+    """
+
+    def __init__(self, backend, user: str | None = None, collection: str | None = None):
         self.backend = backend
+        self.user = user
+        self.collection = collection
         self.consumer = None
+        self._events: asyncio.Queue = asyncio.Queue()
+        self._reader: asyncio.Task | None = None
 
     async def __aenter__(self):
         from trustgraph_flow.common.services import progress_queue
 
         self.consumer = await self.backend.subscribe(progress_queue(), f"cli-progress-{uuid.uuid4().hex[:12]}",
                                                      shared=False)
+        self._reader = asyncio.create_task(self._read(), name="progress-feed")
         return self
 
-    async def next(self, timeout: float):
-        from trustgraph_base.codec import decode
+    async def _read(self) -> None:
+        from trustgraph_base.codec import CodecError, decode
+        from trustgraph_base.pubsub import BackendError, BackendUnavailable
         from trustgraph_base.schema import IngestProgress
 
-        msg = await self.consumer.receive(timeout=timeout)
-        await self.consumer.ack(msg)
-        return decode(IngestProgress, msg.data)
+        while True:
+            try:
+                msg = await self.consumer.receive()
+            except BackendUnavailable as e:
+                self._events.put_nowait(e)
+                return
+            except BackendError:  # a broker's client reconnects by itself
+                await asyncio.sleep(0.5)
+                continue
+            await self.consumer.ack(msg)
+            try:
+                ev = decode(IngestProgress, msg.data)
+            except CodecError:
+                continue
+            if (self.user is None or ev.user == self.user) and (self.collection is None
+                                                                 or ev.collection == self.collection):
+                self._events.put_nowait(ev)
+
+    async def next(self, timeout: float):
+        """The next event; :class:`~trustgraph_base.pubsub.ReceiveTimeout` after ``timeout`` seconds without one."""
+        from trustgraph_base.pubsub import ReceiveTimeout
+
+        try:
+            async with asyncio.timeout(timeout):
+                ev = await self._events.get()
+        except TimeoutError:
+            raise ReceiveTimeout(f"no progress event within {timeout:g} s") from None
+        if isinstance(ev, BaseException):
+            self._events.put_nowait(ev)  # and for every later call
+            raise ev
+        return ev
 
     async def __aexit__(self, *exc):
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
         if self.consumer is not None:
             await self.consumer.close()
 
 
+#: Seconds without an event about a pending document after which the stores are asked how far the
+#: documents got (at most a quarter of the idle time-out).
+QUIET_SECONDS = 5.0
+
+
+def stored_status(conn, user: str, collection: str):
+    """``status(document_ids)`` for :func:`follow_progress`: the librarian's ``ingest-status`` (id → status)."""
+
+    async def status(document_ids: list[str]) -> dict:
+        from trustgraph_base.schema import LibrarianRequest
+        from trustgraph_flow.librarian.status import MAX_STATUS_DOCUMENTS
+
+        found = {}
+        for i in range(0, len(document_ids), MAX_STATUS_DOCUMENTS):
+            resp = await conn.request("librarian", LibrarianRequest(
+                operation="ingest-status", user=user, collection=collection,
+                document_ids=document_ids[i:i + MAX_STATUS_DOCUMENTS]))
+            found.update((st.document_id, st) for st in resp.statuses)
+        return found
+
+    return status
+
+
 async def follow_progress(feed: ProgressFeed, user: str, collection: str, documents: dict[str, str],
-                          idle_timeout: float, show: bool = True) -> dict[str, str]:
+                          idle_timeout: float, show: bool = True, status=None) -> dict[str, str]:
     """Wait (with rich progress bars on stderr) until every document in ``documents`` (id → name) is done
-    or failed; returns the failed ones (id → the pipeline's error)."""
+    or failed; returns the failed ones (id → the pipeline's error).
+
+    Progress events are best-effort (a non-persistent topic on Pulsar), so completion does not rest
+    on seeing every one: after :data:`QUIET_SECONDS` without an event about a pending document,
+    ``status(document_ids)`` (:func:`stored_status`) is asked how far they got in the stores, and
+    again every :data:`QUIET_SECONDS` while it stays quiet; a document the stores show complete in
+    two answers in a row, unchanged, is done.  The wait fails (exit 3) after ``idle_timeout``
+    seconds in which neither an event about one of these documents arrived nor their stored state
+    changed; events about other documents do not count.
+    """
+    import dataclasses
+
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from trustgraph_base.pubsub import ReceiveTimeout
+    from trustgraph_base.processor import ServiceError
+    from trustgraph_base.pubsub import BackendError, ReceiveTimeout
 
     state = {d: DocumentProgress() for d in documents}
     failed: dict[str, str] = {}
+    confirmed: set[str] = set()
+    stored: dict[str, tuple] = {}  # document id -> its last status, as a tuple
     console = Console(stderr=True)
+    loop = asyncio.get_running_loop()
+    quiet = min(QUIET_SECONDS, idle_timeout / 4)
+    last_news = last_event = loop.time()
 
     def bar_name(doc_id: str) -> str:
         # names are data: neither console markup (a title like "[/]") nor control characters
         return escape(printable(clip(documents[doc_id], 40)))
 
+    def pending() -> list[str]:
+        return [d for d, s in state.items() if not s.complete and d not in failed and d not in confirmed]
+
+    async def confirm_from_stores() -> bool:
+        """Ask the stores about the pending documents; whether their stored state changed."""
+        try:
+            found = await status(pending())
+        except (ServiceError, BackendError, TimeoutError):  # a librarian without ingest-status, or busy
+            return False
+        changed = False
+        for doc_id, st in found.items():
+            if doc_id not in state:
+                continue
+            now = dataclasses.astuple(st)
+            if st.complete and stored.get(doc_id) == now:
+                confirmed.add(doc_id)
+                bars.update(tasks[doc_id], total=st.chunks, completed=st.chunks,
+                            description=f"{bar_name(doc_id)}: done")
+            changed |= stored.get(doc_id) != now
+            stored[doc_id] = now
+        return changed
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=not show, transient=False) as bars:
         tasks = {d: bars.add_task(f"{bar_name(d)}: decoding", total=None) for d in documents}
-        while not all(s.complete or d in failed for d, s in state.items()):
+        while pending():
+            now = loop.time()
+            if now - last_news >= idle_timeout:
+                names = [documents[d] for d in pending()]
+                raise CliError(f"no progress for {idle_timeout:g} s while loading {', '.join(names)}; "
+                               f"are the pipeline services running?", 3)
+            if status is not None and now - last_event >= quiet:
+                if await confirm_from_stores():
+                    last_news = loop.time()
+                last_event = loop.time()  # the next look comes after another quiet spell
+                continue
+            wait = min(last_news + idle_timeout, last_event + quiet if status is not None else float("inf")) - now
             try:
-                ev = await feed.next(idle_timeout)
+                ev = await feed.next(max(wait, 0.0))
             except ReceiveTimeout:
-                pending = [documents[d] for d, s in state.items() if not s.complete and d not in failed]
-                raise CliError(f"no progress for {idle_timeout:g} s while loading {', '.join(pending)}; "
-                               f"are the pipeline services running?", 3) from None
+                continue
             if ev.user != user or ev.collection != collection or ev.document_id not in state:
                 continue
+            last_news = last_event = loop.time()
             s = state[ev.document_id]
             s.update(ev)
             if s.error:
                 failed[ev.document_id] = s.error
                 bars.update(tasks[ev.document_id], description=f"{bar_name(ev.document_id)}: failed")
+                continue
+            if ev.document_id in confirmed:
                 continue
             n = s.chunks
             finished = min((len(s.done[st]) for st in CHUNK_STAGES), default=0)
@@ -163,14 +285,15 @@ async def load_documents(conn, user: str, collection: str, docs: list[tuple[str,
     """Store and process documents ``(id, title, kind, content)``, following progress until done."""
     from trustgraph_base.schema import DocumentMetadata, LibrarianRequest
 
-    async with ProgressFeed(conn.backend) as feed:
+    async with ProgressFeed(conn.backend, user, collection) as feed:
         for doc_id, title, kind, content in docs:
             await conn.request("librarian", LibrarianRequest(
                 operation="add-document", user=user, collection=collection, document_id=doc_id, content=content,
                 document_metadata=DocumentMetadata(id=doc_id, time=time.time(), kind=kind, title=title)))
             await conn.request("librarian", LibrarianRequest(operation="process-document", user=user,
                                                              collection=collection, document_id=doc_id))
-        failed = await follow_progress(feed, user, collection, {d[0]: d[1] for d in docs}, idle_timeout, show)
+        failed = await follow_progress(feed, user, collection, {d[0]: d[1] for d in docs}, idle_timeout, show,
+                                       status=stored_status(conn, user, collection))
     if failed:
         doc_id, error = next(iter(failed.items()))
         raise CliError(f"{dict((d[0], d[1]) for d in docs)[doc_id]}: {error}", EXIT_FAILED)
@@ -350,7 +473,7 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
     if docs:
         quiet_logging()
         async with target.connect(INGEST_USES) as conn:
-            async with ProgressFeed(conn.backend) as feed:
+            async with ProgressFeed(conn.backend, user, collection) as feed:
                 stored: dict[str, tuple[int, SourceFile, str]] = {}
                 for position, doc in docs.values():
                     try:
@@ -363,7 +486,7 @@ async def load_document(files, title, kind, encoding, doc_id, user, collection, 
                         continue
                     stored[doc.doc_id] = (position, doc, meta.title if meta is not None and meta.title else doc.title)
                 failed = await follow_progress(feed, user, collection, {d: t for d, (_p, _doc, t) in stored.items()},
-                                               target.timeout)
+                                               target.timeout, status=stored_status(conn, user, collection))
         for doc_id, (position, doc, stored_title) in stored.items():
             if doc_id in failed:
                 failures.append((position, CliError(f"{doc.shown}: stored as {doc_id}, but its processing failed: "
@@ -437,7 +560,7 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
         from rich.progress import Progress
 
         batches, ent_batches = plan.triple_batches, plan.entity_batches
-        async with ProgressFeed(conn.backend) as feed:
+        async with ProgressFeed(conn.backend, user, collection) as feed:
             store = await conn.backend.create_producer(flow_queue("triples-store", conn.flow))
             entq = await conn.backend.create_producer(flow_queue("entity-contexts", conn.flow))
             for i, b in enumerate(batches):
@@ -451,9 +574,12 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
             got = {k: set() for k in want}
             with Progress(console=_stderr_console()) as bars:
                 task = bars.add_task(escape(printable(clip(file.name, 40))), total=len(batches) + len(ent_batches))
+                loop = asyncio.get_running_loop()
+                last_news = loop.time()  # events about other loads do not count
                 while any(not want[k] <= got[k] for k in want):
-                    ev = await _next_or_fail(feed, target.timeout, shown)
+                    ev = await _next_or_fail(feed, last_news + target.timeout - loop.time(), target.timeout, shown)
                     if ev.document_id == root and ev.stage in got:
+                        last_news = loop.time()
                         got[ev.stage].add(ev.item_id)
                         bars.update(task, completed=sum(len(v) for v in got.values()))
     out(f"Loaded {len(triples)} triple(s) and embedded {plan.entities} labelled entit(ies) from {file} "
@@ -466,11 +592,12 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-async def _next_or_fail(feed: ProgressFeed, timeout: float, name: str):
+async def _next_or_fail(feed: ProgressFeed, wait: float, timeout: float, name: str):
+    """The next event within ``wait`` seconds; else the command fails for ``timeout`` seconds without progress."""
     from trustgraph_base.pubsub import ReceiveTimeout
 
     try:
-        return await feed.next(timeout)
+        return await feed.next(max(wait, 0.0))
     except ReceiveTimeout:
         raise CliError(f"no progress for {timeout:g} s while loading {name}; are the services running?", 3) from None
 

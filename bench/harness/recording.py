@@ -97,7 +97,7 @@ def dependent_rounds(calls: Sequence[Call], service: str | None = None) -> int:
 
 
 class CountingStore:
-    """A transparent proxy of a triple store that counts store-level pattern look-ups."""
+    """A transparent proxy of a triple store that counts store-level pattern look-ups and the rows they returned."""
 
     def __init__(self, inner: Any):
         import threading
@@ -105,23 +105,28 @@ class CountingStore:
         self.inner = inner
         self.lookups = 0
         self.requests = 0
+        self.rows = 0
         self._lock = threading.Lock()
 
     def reset(self) -> None:
         with self._lock:
-            self.lookups = self.requests = 0
+            self.lookups = self.requests = self.rows = 0
 
     def query_many(self, user, collection, patterns):
+        found = self.inner.query_many(user, collection, patterns)
         with self._lock:
             self.requests += 1
             self.lookups += len(patterns)
-        return self.inner.query_many(user, collection, patterns)
+            self.rows += sum(len(f) for f in found)
+        return found
 
     def query(self, user, collection, pattern):
+        found = self.inner.query(user, collection, pattern)
         with self._lock:
             self.requests += 1
             self.lookups += 1
-        return self.inner.query(user, collection, pattern)
+            self.rows += len(found)
+        return found
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)

@@ -207,6 +207,18 @@ def test_delete_ids_counts_existing_ones(vec):
     assert index.delete_ids(user, "c", []) == 0
 
 
+def test_existing_ids_names_the_ids_that_have_a_vector(vec):
+    index, user = vec.open(), vec.user()
+    assert index.existing_ids(user, "c", ["urn:e:1"]) == set()  # nothing written yet
+    index.upsert(user, "c", MODEL, items(unit_rows(150, 8, seed=11)))
+    asked = [f"urn:e:{i}" for i in range(0, 300, 2)] + ["urn:e:4"]  # more than one look-up's worth, a repeat
+    assert index.existing_ids(user, "c", asked) == {f"urn:e:{i}" for i in range(0, 150, 2)}
+    assert index.existing_ids(user, "other", ["urn:e:2"]) == set()
+    index.delete_ids(user, "c", ["urn:e:2"])
+    assert index.existing_ids(user, "c", ["urn:e:2", "urn:e:4"]) == {"urn:e:4"}
+    assert index.existing_ids(user, "c", []) == set()
+
+
 # ----------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("bad_vector, message", [

@@ -144,3 +144,167 @@ async def test_bad_documents_are_refused_whole(deployment, name, kind, content, 
         assert triples.query(user, coll, TriplePattern(g="", limit=1))
     finally:
         await stack.stop()
+
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "su", "ti", "vo", "ze", "pa")
+
+
+def _name(i: int) -> str:
+    """A made-up proper name per number (the extractor takes names, not numbers, for entities)."""
+    return "".join(_SYLLABLES[int(d)] for d in str(i)).capitalize()
+
+
+def tiny_documents(n: int, tag: str) -> list[tuple[str, str, str, bytes]]:
+    """``n`` one-chunk documents, each naming its own person and mineral."""
+    return [(f"https://trustgraph.ai/doc/{tag}-{i}", f"{tag} {i}", "text/plain",
+             f"{_name(i)} Mineva discovered the mineral {_name(i).lower()}ite. {_name(i)} Mineva worked in "
+             f"{_name(i % 7 + 3)}.\n".encode()) for i in range(n)]
+
+
+def assert_fully_stored(stack, user, coll, doc_ids):
+    """Every chunk of every document has its Subgraph, its vector, and a vector for each of its entities."""
+    librarian = store_of(stack, "stream_content")
+    triples = store_of(stack, "list_traces")
+    docs_index = next(s for s in stack.stores if getattr(s, "kind", "") == "document")
+    graph_index = next(s for s in stack.stores if getattr(s, "kind", "") == "graph")
+    chunks = [c.id for d in doc_ids for p in librarian.list_children(user, coll, d)
+              for c in librarian.list_children(user, coll, p.id)]
+    assert len(chunks) >= len(doc_ids)
+    assert docs_index.existing_ids(user, coll, chunks) == set(chunks)
+    entities = set()
+    for c in chunks:
+        own = triples.query(user, coll, TriplePattern(s=Term(IRI, uris.subgraph_uri(c)), g=ns.GRAPH_SOURCE))
+        assert any(t.p.value == ns.PROV_WAS_DERIVED_FROM and t.o.value == c for t in own), f"{c} not extracted"
+        edges = [t.o.triple for t in own if t.p.value == ns.TG_CONTAINS]
+        entities |= {x.value for e in edges for x in (e.s, e.o) if x.type == IRI} - {e.p.value for e in edges}
+    assert entities and graph_index.existing_ids(user, coll, sorted(entities)) == entities
+
+
+@pytest.mark.timeout(1200)
+async def test_a_load_of_many_documents_in_one_call_finishes(deployment):
+    """200 documents in one ``load_documents`` call: on Pulsar the progress topic is non-persistent, and a
+    loader that read no event until its 400th request was sent lost all but the first thousand and waited."""
+    user, coll = deployment.user, f"many-{uuid.uuid4().hex[:6]}"
+    docs = tiny_documents(200, f"many-{uuid.uuid4().hex[:6]}")
+    stack = await deployment.start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+    try:
+        await load(stack, user, coll, docs)
+        librarian = store_of(stack, "stream_content")
+        assert {m.id for m in librarian.list_documents(user, coll, limit=1000)} == {d[0] for d in docs}
+        assert_fully_stored(stack, user, coll, [d[0] for d in docs])
+    finally:
+        await stack.stop()
+
+
+async def test_a_load_finishes_when_progress_events_are_lost(deployment):
+    """Progress events are best-effort: with every ``graph-embedded`` event and the ``decoded`` event of every
+    other document lost on the way, the loader confirms from the stores that the documents are done."""
+    from lossy_bus import LossyBackend
+
+    from trustgraph_base.codec import decode
+    from trustgraph_base.schema import IngestProgress
+    from trustgraph_cli.connection import Connection
+    from trustgraph_cli.load import load_documents
+    from trustgraph_flow.common.services import progress_queue
+    from trustgraph_flow.embedded import start_embedded
+
+    user, coll = deployment.user, f"lossy-{uuid.uuid4().hex[:6]}"
+    docs = tiny_documents(6, f"lossy-{uuid.uuid4().hex[:6]}")
+    odd = {d[0] for d in docs[1::2]}
+
+    def lost(data: bytes) -> bool:
+        ev = decode(IngestProgress, data)
+        return ev.stage == "graph-embedded" or (ev.stage == "decoded" and ev.document_id in odd)
+
+    backend = LossyBackend(deployment.backend(), progress_queue(), lost)
+    stack = await start_embedded(only=tuple(dict.fromkeys(INGEST)), llm="extractive", backend=backend,
+                                 flow=f"f{uuid.uuid4().hex[:8]}", **deployment.store_kwargs())
+    try:
+        async with Connection.attach(stack, timeout=120) as conn:
+            await load_documents(conn, user, coll, docs, idle_timeout=60, show=False)
+        assert backend.dropped >= len(docs)
+        assert_fully_stored(stack, user, coll, [d[0] for d in docs])
+    finally:
+        await stack.stop()
+
+
+async def test_only_events_about_the_load_keep_it_waiting(deployment):
+    """A load whose documents make no progress fails after its idle time-out (exit 3), however many events
+    other loads into the same collection send meanwhile."""
+    import asyncio
+
+    from trustgraph_base.codec import encode
+    from trustgraph_base.schema import IngestProgress
+    from trustgraph_cli.common import CliError
+    from trustgraph_cli.load import ProgressFeed, follow_progress
+    from trustgraph_flow.common.services import progress_queue
+
+    user, coll = deployment.user, f"idle-{uuid.uuid4().hex[:6]}"
+    backend = deployment.backend()
+    producer = await backend.create_producer(progress_queue())
+
+    async def other_load() -> None:
+        for i in range(10_000):
+            await producer.send(encode(IngestProgress(user=user, collection=coll, document_id="urn:other",
+                                                      stage="extracted", item_id=f"urn:chunk:{i}")))
+            await asyncio.sleep(0.05)
+
+    noise = asyncio.create_task(other_load())
+    try:
+        async with ProgressFeed(backend) as feed:
+            with pytest.raises(CliError) as err:
+                await asyncio.wait_for(follow_progress(feed, user, coll, {"urn:stuck": "stuck.txt"}, idle_timeout=2,
+                                                       show=False), 60)
+        assert err.value.exit_code == 3 and "stuck.txt" in err.value.message
+    finally:
+        noise.cancel()
+        await asyncio.gather(noise, return_exceptions=True)
+        await producer.close()
+        await backend.close()
+
+
+async def test_ingest_status_says_how_far_each_document_got(deployment):
+    """The librarian's ``ingest-status`` reads a document's progress from the stores, vectors included."""
+    from trustgraph_cli.connection import Connection
+
+    user, coll = deployment.user, f"status-{uuid.uuid4().hex[:6]}"
+    (stored_id, title, kind, content), (loaded_id, *_rest) = docs = tiny_documents(2, f"st-{uuid.uuid4().hex[:6]}")
+    stack = await deployment.start(tuple(dict.fromkeys(INGEST)), llm="extractive")
+    try:
+        await load(stack, user, coll, docs[1:])
+        async with Connection.attach(stack) as conn:
+            await conn.request("librarian", LibrarianRequest(
+                operation="add-document", user=user, collection=coll, document_id=stored_id, content=content,
+                document_metadata=DocumentMetadata(id=stored_id, kind=kind, title=title)))
+
+            async def status():
+                resp = await conn.request("librarian", LibrarianRequest(
+                    operation="ingest-status", user=user, collection=coll,
+                    document_ids=[stored_id, loaded_id, "https://trustgraph.ai/doc/never-stored"]))
+                return resp.statuses
+
+            not_processed, loaded, unknown = await status()
+            assert (not_processed.found, not_processed.pages, not_processed.complete) == (True, 0, False)
+            assert (unknown.found, unknown.complete) == (False, False)
+            librarian = store_of(stack, "stream_content")
+            chunks = [c.id for p in librarian.list_children(user, coll, loaded_id)
+                      for c in librarian.list_children(user, coll, p.id)]
+            assert loaded.complete and (loaded.pages, loaded.pages_chunked) == (1, 1)
+            assert loaded.chunks == loaded.extracted == loaded.chunk_vectors == loaded.entities_embedded == len(chunks)
+            assert loaded.extracted_triples > 0
+
+            # a missing chunk vector, then a missing entity vector: no longer complete
+            docs_index = next(s for s in stack.stores if getattr(s, "kind", "") == "document")
+            graph_index = next(s for s in stack.stores if getattr(s, "kind", "") == "graph")
+            docs_index.delete_ids(user, coll, chunks[:1])
+            _, loaded, _ = await status()
+            assert not loaded.complete and loaded.chunk_vectors == len(chunks) - 1
+            triples = store_of(stack, "list_traces")
+            edge = next(t.o.triple for t in triples.query(user, coll, TriplePattern(
+                s=Term(IRI, uris.subgraph_uri(chunks[0])), p=Term(IRI, ns.TG_CONTAINS), g=ns.GRAPH_SOURCE))
+                if t.o.triple.p.value != ns.RDFS_LABEL)
+            assert graph_index.delete_ids(user, coll, [edge.s.value]) == 1
+            _, loaded, _ = await status()
+            assert not loaded.complete and loaded.entities_embedded == len(chunks) - 1
+    finally:
+        await stack.stop()

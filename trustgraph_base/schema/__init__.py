@@ -6,6 +6,7 @@ from .library import (
     DocumentMetadata,
     DocumentRemoval,
     DocumentSummary,
+    IngestStatus,
     LibrarianRequest,
     LibrarianResponse,
     StoredAnswer,

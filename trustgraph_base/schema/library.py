@@ -39,7 +39,8 @@ class LibrarianRequest:
     ``get-document-content``, ``stream-document``, ``list-documents``, ``list-children``,
     ``remove-document``, ``process-document``, ``list-library`` (source documents with their page and chunk
     counts), ``find-document`` (which of the user's collections hold ``document_id``; ``collection`` is
-    not used).
+    not used), ``ingest-status`` (how far ingestion got with the source documents ``document_ids``, read
+    from the stores).
     """
 
     operation: str = ""
@@ -52,6 +53,7 @@ class LibrarianRequest:
     include_children: bool = True
     chunk_size: int = 0
     limit: int = 0
+    document_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +81,32 @@ class DocumentSummary:
 
 
 @dataclass
+class IngestStatus:
+    """How far ingestion got with one source document, read from the stores (``ingest-status``).
+
+    A loader confirms completion from it when progress events were lost: ``complete`` says that the
+    document's pages were chunked and every chunk's extraction, chunk vector and entity vectors are
+    stored.  The counts change while the pipeline still writes.
+    """
+
+    document_id: str = ""
+    #: The librarian holds it as a source document.
+    found: bool = False
+    #: Pages the decoder recorded (0: not decoded yet).
+    pages: int = 0
+    #: Pages whose chunks are recorded, and those chunks.
+    pages_chunked: int = 0
+    chunks: int = 0
+    #: Chunks whose extraction (its Subgraph) is stored, and the edges those Subgraphs contain.
+    extracted: int = 0
+    extracted_triples: int = 0
+    #: Chunks with a vector in the document index; chunks each of whose entities has a vector.
+    chunk_vectors: int = 0
+    entities_embedded: int = 0
+    complete: bool = False
+
+
+@dataclass
 class LibrarianResponse:
     error: Error | None = None
     document_metadata: DocumentMetadata | None = None
@@ -91,6 +119,7 @@ class LibrarianResponse:
     collections: list[str] = field(default_factory=list)
     removal: DocumentRemoval | None = None
     summaries: list[DocumentSummary] = field(default_factory=list)
+    statuses: list[IngestStatus] = field(default_factory=list)
 
 
 @dataclass

@@ -105,6 +105,10 @@ class VectorIndex(Protocol):
         """Nearest vectors by cosine similarity, best first."""
         ...
 
+    def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` have a vector (a loader confirms from it that a document's vectors are stored)."""
+        ...
+
     def delete_ids(self, user: str, collection: str, ids: Sequence[str]) -> int:
         """Remove vectors by id; returns how many existed."""
         ...

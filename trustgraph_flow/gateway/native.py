@@ -80,7 +80,7 @@ NATIVE_QUEUES = ("triples-store", "entity-contexts")
 #: The librarian operations the commands use.
 LIBRARIAN_OPERATIONS = ("add-document", "process-document", "get-document-metadata", "get-document-content",
                         "stream-document", "list-documents", "list-library", "list-children", "find-document",
-                        "remove-document")
+                        "remove-document", "ingest-status")
 #: Bytes of a frame besides the message it carries (id, type, service, flow), counted generously.
 FRAME_ENVELOPE_BYTES = 1024
 

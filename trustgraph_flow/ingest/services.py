@@ -61,6 +61,11 @@ log = logging.getLogger(__name__)
 
 #: Chunks of one page the chunker stores in the librarian at once.
 CHUNK_WRITES = 16
+#: Pages the chunker, and chunks the extractor, handle at once (at least the processor's ``concurrency``):
+#: each waits for round trips (the librarian, the broker's acknowledgements, an LLM), so one at a time
+#: left the stage idle most of the time while a document's chunks queued behind each other.
+PAGE_CONCURRENCY = 4
+EXTRACT_CONCURRENCY = 8
 
 
 class _Stage(Processor):
@@ -154,7 +159,7 @@ class ChunkerService(_Stage):
         super().__init__(**params)
         check_chunk_options(chunk_size, chunk_overlap)
         self.chunk_size, self.chunk_overlap = chunk_size, chunk_overlap
-        self.add(flow_spec("text-pages", self.flow, self.on_page))
+        self.add(flow_spec("text-pages", self.flow, self.on_page, concurrency=max(PAGE_CONCURRENCY, self.concurrency)))
         self.add(flow_producer_spec("chunks", "chunks", self.flow))
 
     async def on_page(self, msg: TextPage, ctx) -> None:
@@ -213,7 +218,7 @@ class KgExtractService(_Stage):
         if extractor not in ("pattern", "llm"):
             raise ValueError(f"unknown extractor {extractor!r}: use pattern or llm")
         self.extractor = extractor
-        self.add(flow_spec("chunks", self.flow, self.on_chunk))
+        self.add(flow_spec("chunks", self.flow, self.on_chunk, concurrency=max(EXTRACT_CONCURRENCY, self.concurrency)))
         self.add(flow_producer_spec("entities", "entity-contexts", self.flow))
         if extractor == "llm":
             self.add(client_spec("prompt", self.flow))

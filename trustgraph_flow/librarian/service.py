@@ -5,6 +5,7 @@ to decode before anything is stored, so a bad file is refused whole), ``add-chil
 (pages, chunks), ``get-document-metadata``, ``get-document-content``, ``stream-document``
 (content in bounded pieces, at least one reply even for an empty document),
 ``list-documents``, ``list-library`` (source documents with their page and chunk counts),
+``ingest-status`` (how far ingestion got with source documents, read from the stores: see :mod:`.status`),
 ``list-children``, ``process-document`` (starts the ingestion pipeline), ``find-document`` (the
 user's collections holding an id: for clients whose requests carry no collection), ``remove-document``
 (a source document with its pages, chunks, extraction provenance, the knowledge only it supports and
@@ -40,6 +41,7 @@ from ..common.services import flow_producer_spec, flow_spec, request_spec
 from ..common.stores import StoreBackedProcessor
 from ..ingest.decoding import DEFAULT_MAX, decode_document, detect_kind, normalize_kind
 from .removal import remove_document_data
+from .status import ingest_status
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +158,11 @@ class LibrarianService(StoreBackedProcessor, Processor):
             document_id=meta.id, kind=meta.kind, title=meta.title))
         await ctx.respond(LibrarianResponse(document_metadata=meta))
 
+    async def _ingest_status(self, req, ctx) -> None:
+        statuses = await asyncio.to_thread(ingest_status, req.user, req.collection, list(req.document_ids),
+                                           self.store, self.triples, self.document_index, self.graph_index)
+        await ctx.respond(LibrarianResponse(statuses=statuses))
+
     async def _find(self, req, ctx) -> None:
         collections = await asyncio.to_thread(self.store.find_document, req.user, req.document_id)
         await ctx.respond(LibrarianResponse(collections=collections))
@@ -181,6 +188,7 @@ class LibrarianService(StoreBackedProcessor, Processor):
         "get-document-content": _get_content, "stream-document": _stream, "list-documents": _list,
         "list-library": _list_library, "list-children": _list_children, "process-document": _process,
         "remove-document": _remove, "find-document": _find,
+        "ingest-status": _ingest_status,
     }
 
     @classmethod

@@ -297,30 +297,43 @@ class CassandraVectorIndex:
         self._write_rows(table.delete, [(collection, shard_of(i, shards), i) for i in ids], what)
         return len(ids)
 
+    def _existing(self, ks: _Keyspace, collection: str, ids: Sequence[str], what: str):
+        """``(table, shards, the ids of ids that have a row)``; ``(None, 0, [])`` when nothing was written."""
+        if isinstance(ids, (str, bytes)):
+            ids = [ids]
+        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
+        info = self._info(ks, collection, fresh=True)
+        if info is None or not unique:
+            return None, 0, []
+        table = self._table(ks, info[1], create=False)
+        shards = info[2]
+        by_shard: dict[int, list[str]] = {}
+        for i in unique:
+            by_shard.setdefault(shard_of(i, shards), []).append(i)
+        pages = self._run_all(table.existing, [(collection, shard, ids[i:i + 100])
+                                               for shard, ids in by_shard.items()
+                                               for i in range(0, len(ids), 100)], what)
+        return table, shards, [row.id for page in pages for row in page]
+
+    def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` have a vector."""
+        check_names(user, collection)
+        ks = self._ks(user)
+        with cassandra_errors(f"vector look-up for user {user!r}, collection {collection!r}"):
+            return set(self._existing(ks, collection, ids, f"vector look-up for user {user!r}")[2])
+
     def delete_ids(self, user: str, collection: str, ids: Sequence[str]) -> int:
         """Remove vectors by id.
 
         :returns: how many of ``ids`` existed.
         """
         check_names(user, collection)
-        if isinstance(ids, (str, bytes)):
-            ids = [ids]
-        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
         ks = self._ks(user)
         what = f"vector delete for user {user!r}, collection {collection!r}"
         with cassandra_errors(what):
-            info = self._info(ks, collection, fresh=True)
-            if info is None or not unique:
+            table, shards, found = self._existing(ks, collection, ids, what)
+            if table is None:
                 return 0
-            table = self._table(ks, info[1], create=False)
-            shards = info[2]
-            by_shard: dict[int, list[str]] = {}
-            for i in unique:
-                by_shard.setdefault(shard_of(i, shards), []).append(i)
-            pages = self._run_all(table.existing, [(collection, shard, ids[i:i + 100])
-                                                   for shard, ids in by_shard.items()
-                                                   for i in range(0, len(ids), 100)], what)
-            found = [row.id for page in pages for row in page]
         return self._delete_rows(table, collection, shards, found, what)
 
     def delete_document(self, user: str, collection: str, document_id: str) -> int:

@@ -435,6 +435,25 @@ class SqliteVectorIndex:
 
     # ------------------------------------------------------------------ reads
 
+    def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` have a vector."""
+        check_names(user, collection)
+        if isinstance(ids, (str, bytes)):
+            ids = [ids]
+        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
+        db = self._db(user, create=False)
+        if db is None or not unique:
+            return set()
+        found: set[str] = set()
+        with db.lock:
+            for i in range(0, len(unique), 500):
+                part = unique[i:i + 500]
+                marks = ",".join("?" * len(part))
+                found.update(r[0] for r in self._sql(
+                    db, f"SELECT id FROM vectors WHERE kind = ? AND collection = ? AND id IN ({marks})",
+                    (self.kind, collection, *part)).fetchall())
+        return found
+
     def search(self, user: str, collection: str, model_id: str, vector: Sequence[float],
                limit: int = 10) -> list[VectorHit]:
         """The ``limit`` nearest vectors by cosine similarity, best first (``[]`` when nothing was written).

@@ -10,11 +10,20 @@ round trip per batch instead of one per message.  Every message is still acknowl
 after its own vectors are stored; when a batch fails for a reason other than an unavailable
 dependency, its messages are retried one by one, so a bad message never takes its batch
 neighbours down with it.
+
+A vector this writer stored from the same text (and label and document) is not embedded and
+written again while the index still holds it: an entity recurs in most chunks of the document
+that names it, and an index re-indexes every vector it is given (on Cassandra, the SAI index
+costs about 2 ms of server CPU per vector, the largest part of what a chunk costs Cassandra).
+Whether the index still holds it is read first (one look-up per batch), so a vector removed in
+the meantime (a document removal) is written again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from trustgraph_base.processor import Processor, ProducerSpec, launch, raise_on_error
@@ -29,6 +38,8 @@ from ...common.stores import StoreBackedProcessor
 DEFAULT_CONCURRENCY = 16
 #: Most texts in one ``embeddings`` request.
 MAX_BATCH_TEXTS = 64
+#: Vectors a writer remembers having stored (their ids and a digest of what they were made from).
+REMEMBERED_VECTORS = 50_000
 
 
 @dataclass
@@ -58,6 +69,8 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
         self._batcher = Batcher(self._embed_and_store, size=lambda job: len(job.items), max_size=max_batch_texts,
                                 name=f"{self.id}-batches")
+        #: (user, collection, id) -> digest of the (text, label, document id) its stored vector was made from
+        self._written: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
 
     async def embed(self, texts: list[str]) -> tuple[list[list[float]], str]:
         resp = raise_on_error("embeddings", await self.client("embeddings").request(EmbeddingsRequest(texts=texts)))
@@ -80,19 +93,48 @@ class _VectorWriter(StoreBackedProcessor, Processor):
             await self._batcher.submit(_Job(user, collection, items))
 
     async def _embed_and_store(self, batch: list[_Job]) -> None:
-        texts = list(dict.fromkeys(text for job in batch for _id, text, _label, _doc in job.items))
-        vectors, model = await self.embed(texts)
-        vector_of = dict(zip(texts, vectors))
-        groups: dict[tuple[str, str], list[VectorItem]] = {}
+        latest: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one
-            groups.setdefault((job.user, job.collection), []).extend(
-                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc)
-                for i, text, label, doc in job.items)
+            for i, text, label, doc in job.items:
+                latest.pop((job.user, job.collection, i), None)
+                latest[(job.user, job.collection, i)] = (text, label, doc)
+        digests = {key: _digest(item) for key, item in latest.items()}
+        repeated = [key for key, d in digests.items() if self._written.get(key) == d]
+        if repeated:
+            for key in await asyncio.to_thread(self._still_stored, repeated):
+                del latest[key]
+        if not latest:
+            return
+        texts = list(dict.fromkeys(text for text, _label, _doc in latest.values()))
+        vectors, model = await self.embed(texts)
+        vector_of = dict(zip(texts, vectors, strict=True))
+        groups: dict[tuple[str, str], list[VectorItem]] = {}
+        for (user, collection, i), (text, label, doc) in latest.items():
+            groups.setdefault((user, collection), []).append(
+                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc))
         await asyncio.to_thread(self._upsert_groups, model, groups)
+        for key in latest:
+            self._written.pop(key, None)
+            self._written[key] = digests[key]
+        while len(self._written) > REMEMBERED_VECTORS:
+            self._written.popitem(last=False)
+
+    def _still_stored(self, keys: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Those of ``keys`` whose vector the index holds."""
+        ids: dict[tuple[str, str], list[str]] = {}
+        for user, collection, i in keys:
+            ids.setdefault((user, collection), []).append(i)
+        return [(user, collection, i) for (user, collection), wanted in ids.items()
+                for i in self.index.existing_ids(user, collection, wanted)]
 
     def _upsert_groups(self, model: str, groups: dict[tuple[str, str], list[VectorItem]]) -> None:
         for (user, collection), items in groups.items():
             self.index.upsert(user, collection, model, items)
+
+
+def _digest(item: tuple[str, str, str]) -> bytes:
+    """What a vector was made from (text, label, document id), in 16 bytes."""
+    return hashlib.blake2b("\x00".join(item).encode("utf-8"), digest_size=16).digest()
 
 
 class GraphEmbeddingsWriter(_VectorWriter):
