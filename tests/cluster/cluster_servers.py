@@ -242,18 +242,19 @@ class TestCluster:
 
     def pending_hints(self) -> int:
         """Hints every node still holds for others (``system_views.pending_hints``, asked of each node)."""
-        from cassandra.cluster import Cluster
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import WhiteListRoundRobinPolicy
 
-        cluster = Cluster(list(self.hosts), port=self.port, protocol_version=5, connect_timeout=10)
-        try:
-            session = cluster.connect()
-            total = 0
-            for host in cluster.metadata.all_hosts():
-                rows = session.execute("SELECT files FROM system_views.pending_hints", host=host, timeout=30)
-                total += sum(r.files for r in rows)
-            return total
-        finally:
-            cluster.shutdown()
+        total = 0
+        for address in self.hosts:  # a virtual table answers for the node that runs the query: ask each one
+            profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([address]), request_timeout=30)
+            cluster = Cluster([address], port=self.port, protocol_version=5, connect_timeout=10,
+                              execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+            try:
+                total += sum(r.files for r in cluster.connect().execute("SELECT files FROM system_views.pending_hints"))
+            finally:
+                cluster.shutdown()
+        return total
 
     def wait_hints_replayed(self, timeout: float = 240.0) -> float:
         """Until no node holds a hint for another (the revived node got what it missed); returns the seconds."""

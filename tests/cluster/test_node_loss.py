@@ -43,6 +43,7 @@ def test_the_driver_knows_every_node_and_routes_to_replicas_at_local_quorum(clus
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT
     from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+
     from trustgraph_base.store.cassandra.connection import connect
     from trustgraph_base.store.names import storage_name
 

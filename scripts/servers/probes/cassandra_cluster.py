@@ -23,7 +23,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 1
     try:
-        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra import DriverException
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
     except ImportError:
         return 2
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> int:
             print("the nodes do not agree on the schema yet", file=sys.stderr)
             return 1
         print("\n".join(lines))
-    except Exception as exc:  # any driver error means "not ready yet"
+    except (DriverException, NoHostAvailable, OSError) as exc:  # not ready yet
         print(f"cluster query failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
