@@ -31,8 +31,6 @@ from trace_audit import FAULT_MATRIX, QueryStream
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-#: The node the short form kills (not the seed: test_cluster_full.py kills the seed).
-VICTIM = 3
 #: Seconds the node stays down before it is relaunched (it then takes a while to rejoin, queries going on).
 DOWN_SECONDS = 20.0
 
@@ -64,7 +62,10 @@ def test_the_driver_knows_every_node_and_routes_to_replicas_at_local_quorum(clus
                                      "dc1": "3"}, row.replication
 
 
-async def test_one_node_killed_under_load_costs_no_query_and_no_data(cluster_stack):
+@pytest.mark.parametrize("victim", [3, pytest.param(1, marks=pytest.mark.cluster_full, id="the-seed")])
+async def test_one_node_killed_under_load_costs_no_query_and_no_data(cluster_stack, victim):
+    """Node 3 in the short form; the full form kills the seed too (node 1: the driver's first contact point,
+    the node every other one gossips with first)."""
     stack, cluster = cluster_stack, cluster_stack.cluster
     tag = uuid.uuid4().hex[:6]
     explain_collection, ingest_collection = f"nodeloss-{tag}", f"ingest-{tag}"
@@ -79,10 +80,10 @@ async def test_one_node_killed_under_load_costs_no_query_and_no_data(cluster_sta
         load = asyncio.create_task(keep_asking(stream, stop))
         ingestion = asyncio.create_task(stack.ingest(stack.user, ingest_collection, docs))
         await asyncio.sleep(2.0)
-        launch = await asyncio.to_thread(cluster.kill, VICTIM)
+        launch = await asyncio.to_thread(cluster.kill, victim)
         down_at = time.monotonic()
         await asyncio.sleep(DOWN_SECONDS)
-        back_in = await asyncio.to_thread(cluster.revive, VICTIM, launch)
+        back_in = await asyncio.to_thread(cluster.revive, victim, launch)
         up_at = time.monotonic()
         await ingestion
         await asyncio.sleep(3.0)
@@ -95,7 +96,7 @@ async def test_one_node_killed_under_load_costs_no_query_and_no_data(cluster_sta
     hints = await asyncio.to_thread(cluster.wait_hints_replayed)
     result = await audit_at_all(stack, stream.records, explain_collection)
     during = window(stream.records, down_at, up_at)
-    line = (f"[cluster] node {VICTIM} killed -9 for {up_at - down_at:.0f} s (relaunched after {DOWN_SECONDS:.0f} s, "
+    line = (f"[cluster] node {victim} killed -9 for {up_at - down_at:.0f} s (relaunched after {DOWN_SECONDS:.0f} s, "
             f"up {back_in:.0f} s later), hints replayed {hints:.0f} s after; {len(stream.records)} queries "
             f"({outcomes(stream.records)}), {len(during)} of them while it was down; matrix: {result.summary()}")
     FAULT_MATRIX.append(line)
