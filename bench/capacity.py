@@ -86,12 +86,34 @@ def live_bytes(nodes: int, keyspace: str, compact: bool = True) -> dict[str, int
     return dict(tables)
 
 
+def quiesce(nodes: int, timeout: float = 900.0) -> None:
+    """Flush every node and wait until none has a compaction pending, so the CPU a measurement reads is its own
+    and not the background work of an earlier load."""
+    for node in range(1, nodes + 1):
+        nodetool(node, "flush")
+    deadline = time.monotonic() + timeout
+    for node in range(1, nodes + 1):
+        while re.search(r"pending tasks:?\s+0\b", nodetool(node, "compactionstats")) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {node} still has compactions pending after {timeout:.0f} s")
+            time.sleep(2.0)
+
+
+def idle_cpu_rate(pids: Sequence[int], seconds: float = 10.0) -> float:
+    """CPU seconds per second the nodes spend while nobody uses them (gossip, GC, timers): subtracted from a
+    measurement so only the work it caused is counted."""
+    c0, t0 = nodes_cpu(pids), time.monotonic()
+    time.sleep(seconds)
+    return (nodes_cpu(pids) - c0) / (time.monotonic() - t0)
+
+
 def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
 # ================================================================== per query
-async def per_query(d: Deployment, llm_url: str, collection: str, questions, queries: int, pids: list[int]):
+async def per_query(d: Deployment, llm_url: str, collection: str, questions, queries: int, pids: list[int],
+                    nodes: int):
     """Sequential explainable queries against every query service in its own process; returns figures and one
     query's trace (explain events and answer) as the template of the cloned traces."""
     from trustgraph_base.codec import encode
@@ -118,7 +140,9 @@ async def per_query(d: Deployment, llm_url: str, collection: str, questions, que
             for req in ask[:2]:
                 await stream_request(client, req)
             await idle(services)
-            c0, n0, own0 = services.cpu(), nodes_cpu(pids), time.process_time()
+            await asyncio.to_thread(quiesce, nodes)
+            baseline = await asyncio.to_thread(idle_cpu_rate, pids)
+            c0, n0, own0, t0 = services.cpu(), nodes_cpu(pids), time.process_time(), time.monotonic()
             m0 = {k: store._metric(k, "tg_messages_total") for k in store.procs}
             l0 = store._metric("triples-query", "tg_store_pattern_lookups_total")
             triples, wire, latencies, answer = [], [], [], None
@@ -130,7 +154,7 @@ async def per_query(d: Deployment, llm_url: str, collection: str, questions, que
                 wire.append(sum(len(encode(m)) for m in explain))
                 answer = a
             await idle(services)
-            c1, n1, own1 = services.cpu(), nodes_cpu(pids), time.process_time()
+            c1, n1, own1, t1 = services.cpu(), nodes_cpu(pids), time.process_time(), time.monotonic()
             m1 = {k: store._metric(k, "tg_messages_total") for k in store.procs}
             l1 = store._metric("triples-query", "tg_store_pattern_lookups_total")
         finally:
@@ -140,14 +164,15 @@ async def per_query(d: Deployment, llm_url: str, collection: str, questions, que
         services.stop()
     cpu = {name: (c1[name] - c0[name]) * 1000 / queries for name in c1}
     cpu["client"] = (own1 - own0) * 1000 / queries
-    node_ms = (n1 - n0) * 1000 / queries
+    node_ms = (n1 - n0 - baseline * (t1 - t0)) * 1000 / queries
     messages = {k: (m1[k] - m0[k]) / queries for k in m1}
     figures = [
         Figure("CPU per GraphRAG query, every service", sum(cpu.values()), "ms", stack=CLUSTER,
                note="; ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
                     + f"; {queries} sequential queries, LLM in its own process, not counted"),
         Figure("CPU per GraphRAG query, Cassandra nodes", node_ms, "ms", stack=CLUSTER,
-               note=f"{len(pids)} nodes, RF 3, LOCAL_QUORUM; {load_note()}"),
+               note=f"{len(pids)} nodes, RF 3, LOCAL_QUORUM; idle nodes' {baseline * 1000:.0f} ms/s subtracted; "
+                    f"{load_note()}"),
         Figure("GraphRAG latency p50 (sequential, explainable)", percentile(latencies, 50), "ms", stack=CLUSTER,
                note=f"p95 {percentile(latencies, 95):.0f} ms"),
         Figure("triple-store requests per GraphRAG query", messages.get("triples-query", 0), "requests",
@@ -279,7 +304,8 @@ def index_latency(d: Deployment, collection: str, newest: str, calls: int) -> tu
 
 
 # ================================================================== per chunk
-async def per_chunk(suite: Suite, d: Deployment, collection: str, pids: list[int]) -> tuple[list[Figure], int]:
+async def per_chunk(suite: Suite, d: Deployment, collection: str, pids: list[int],
+                    nodes: int) -> tuple[list[Figure], int]:
     """The sample corpus through the real ingestion processors (in this process) on the cluster."""
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.schema import IRI, Term, TriplePattern
@@ -292,11 +318,15 @@ async def per_chunk(suite: Suite, d: Deployment, collection: str, pids: list[int
     docs = [(x.id, x.title, x.kind, x.content) for x in sample_documents()]
     stack = await d.start(tuple(dict.fromkeys(INGEST)), llm="extractive")
     try:
+        await asyncio.to_thread(quiesce, nodes)
+        baseline = await asyncio.to_thread(idle_cpu_rate, pids)
         c0, n0, t0 = time.process_time(), nodes_cpu(pids), time.perf_counter()
         async with Connection.attach(stack, timeout=300) as conn:
             await load_documents(conn, d.user, collection, docs, idle_timeout=300, show=False)
         await stack.wait_idle()
-        c1, n1, t1 = time.process_time(), nodes_cpu(pids), time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
+        await asyncio.to_thread(quiesce, nodes)  # the compactions the load caused are its cost too
+        n1, t2 = nodes_cpu(pids), time.perf_counter()
     finally:
         await stack.stop()
     triples_store, index, librarian = d.open_stores()
@@ -311,8 +341,9 @@ async def per_chunk(suite: Suite, d: Deployment, collection: str, pids: list[int
         Figure("CPU per ingested chunk, ingestion processors", (c1 - c0) * 1000 / chunks, "ms", stack=CLUSTER,
                note=f"{chunks} chunks of {len(docs)} documents in {t1 - t0:.0f} s (librarian, decoder, chunker, "
                     f"kg-extract, embeddings, writers in one process); {load_note()}"),
-        Figure("CPU per ingested chunk, Cassandra nodes", (n1 - n0) * 1000 / chunks, "ms", stack=CLUSTER,
-               note=f"{len(pids)} nodes, RF 3"),
+        Figure("CPU per ingested chunk, Cassandra nodes", (n1 - n0 - baseline * (t2 - t0)) * 1000 / chunks, "ms",
+               stack=CLUSTER, note=f"{len(pids)} nodes, RF 3, with the flushes and compactions of what was loaded; "
+                                   f"idle nodes' {baseline * 1000:.0f} ms/s subtracted"),
         Figure("quads stored per ingested chunk", quads / chunks, "quads", stack=CLUSTER,
                note=f"{quads:,} quads (knowledge + extraction provenance)"),
     ], chunks
@@ -348,14 +379,15 @@ async def bench(suite: Suite, traces: int | None = None, triples: int | None = N
     collection = f"capacity-{graph.entities}"
     results.add(await load_graph(suite, CLUSTER, graph, collection, {i for q in questions for i in q.entities}))
     print("  capacity: per GraphRAG query ...", flush=True)
-    figures, answer = await per_query(d, suite.llm.base_url, collection, questions, 20 if quick else 60, pids)
+    figures, answer = await per_query(d, suite.llm.base_url, collection, questions, 20 if quick else 60, pids,
+                                      nodes)
     results.add(*figures)
     template = trace_template(answer)
 
     # ---- per chunk
     print("  capacity: per ingested chunk ...", flush=True)
     before = await asyncio.to_thread(live_bytes, nodes, ks)
-    figures, chunks = await per_chunk(suite, d, "capacity-ingest", pids)
+    figures, chunks = await per_chunk(suite, d, "capacity-ingest", pids, nodes)
     after = await asyncio.to_thread(live_bytes, nodes, ks)
     grown = sum(after.values()) - sum(before.values())
     results.add(*figures, Figure("bytes stored per ingested chunk (all replicas, compacted)", grown / chunks, "bytes",
