@@ -142,6 +142,10 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "scaling": (_ours("scaling"), "GraphRAG and store latency at 10k, 100k, 1M triples (issue 11)"),
     "gateway": (_ours("gateway"), "api-gateway: GraphRAG through the gateway vs over the bus, first explain frame, "
                                   "500 sockets at once"),
+    "cluster": (_ours("cluster"), "three-node Cassandra (RF 3, LOCAL_QUORUM) vs one node, on/off; 2 graph-rag "
+                                  "replicas vs 1 at 16 clients, CPU per query (needs CLUSTER_CASSANDRA_HOST)"),
+    "capacity": (_ours("capacity"), "per query / per chunk CPU, storage per trace and triple, list/show at scale, "
+                                    "on the cluster (needs CLUSTER_CASSANDRA_HOST; docs/capacity.md)"),
 }
 if importlib.util.find_spec(f"{__package__}.load") is not None:  # the load generator, maintained separately
     BENCHMARKS["load"] = (_load, "N concurrent explainable GraphRAG queries for a fixed time, embedded")

@@ -8,6 +8,9 @@
 #   scripts/servers.sh stop   [pulsar|cassandra|all]  TERM by PID, KILL after $STOP_TIMEOUT s, no orphans
 #   scripts/servers.sh status [pulsar|cassandra|all]  state, PID, RSS, ports (exit 3 unless all running)
 #   scripts/servers.sh env                            export line for PULSAR_URL ... CASSANDRA_PORT
+#   scripts/servers.sh start|wait|stop|status|env cassandra-cluster   a test cluster of CASSANDRA_CLUSTER_NODES
+#                                                     (3) nodes on 127.0.0.1..N (scripts/servers/cassandra-cluster.sh)
+#   scripts/servers.sh nodetool N ARGS...             Cassandra's nodetool against cluster node N
 #
 # Environment (default): IT_HOME (~/.cache/tg-servers), IT_RUN ($IT_HOME/run), PULSAR_VERSION (4.0.8),
 #   CASSANDRA_VERSION (5.0.8), JAVA_HOME_17 (/usr/lib/jvm/java-17-openjdk-amd64), MAVEN_REPO
@@ -497,11 +500,29 @@ print_env() {
     "$PULSAR_PORT" "$PULSAR_HTTP_PORT" "$CASSANDRA_PORT"
 }
 
+# ---------------------------------------------------------------- the test cluster
+# shellcheck source=servers/cassandra-cluster.sh
+. "$HERE/cassandra-cluster.sh"
+
 # ---------------------------------------------------------------- main
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 cmd=${1:-}; what=${2:-all}
+if [ "$cmd" = nodetool ]; then shift 2 || usage; nodetool "$what" "$@"; exit; fi
+if [ "$what" = cassandra-cluster ]; then
+  check_cluster_values
+  case "$cmd" in
+    fetch) fetch_cassandra ;;
+    start) start_cluster ;;
+    wait) wait_cluster ;;
+    stop) stop_cluster ;;
+    status) status_cluster; exit ;;
+    env) print_cluster_env ;;
+    *) usage ;;
+  esac
+  exit 0
+fi
 case "$what" in pulsar|cassandra) targets=("$what") ;; all) targets=(pulsar cassandra) ;;
-  *) log "unknown target: $what (pulsar, cassandra or all)"; usage ;; esac
+  *) log "unknown target: $what (pulsar, cassandra, all or cassandra-cluster)"; usage ;; esac
 check_port_values
 case "$cmd" in
   fetch) for t in "${targets[@]}"; do "fetch_$t"; done ;;

@@ -91,3 +91,58 @@ def test_concurrent_bursts_of_large_writes_all_land_and_leak_no_stream_ids(sessi
         rows = list(session.execute(f"SELECT i, d FROM {ks}.parts WHERE k = %s", (key,), timeout=60))
         assert [r.i for r in rows] == list(range(21)) and all(r.d == blob for r in rows)
     assert [c.in_flight for c in _connections(session)] == [0]
+
+
+# ------------------------------------------------------------------ one node and a cluster alike
+def test_requests_are_routed_to_replicas_at_local_quorum_by_default(cassandra_service, monkeypatch):
+    """Token-aware over DC-aware routing and LOCAL_QUORUM, unless CASSANDRA_CONSISTENCY says otherwise; on one
+    node as on a cluster (tests/cluster checks the same on three nodes)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT
+    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+
+    monkeypatch.delenv("CASSANDRA_CONSISTENCY", raising=False)
+    config = CassandraConfig(hosts=(cassandra_service.host,), port=cassandra_service.port)
+    assert config.consistency == "LOCAL_QUORUM"
+    profile = connect(config).cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT]
+    assert profile.consistency_level == ConsistencyLevel.LOCAL_QUORUM
+    policy = profile.load_balancing_policy
+    assert isinstance(policy, TokenAwarePolicy) and isinstance(policy._child_policy, DCAwareRoundRobinPolicy)
+    monkeypatch.setenv("CASSANDRA_CONSISTENCY", "ONE")
+    assert CassandraConfig().consistency == "ONE"
+
+
+def test_a_store_creates_its_keyspace_with_network_topology_and_at_most_three_replicas(cassandra_service,
+                                                                                      cassandra_session, monkeypatch):
+    """NetworkTopologyStrategy in every datacenter the driver knows, 3 replicas capped at the datacenter's nodes
+    (one here); CASSANDRA_REPLICATION_FACTOR overrides it, and a bad value is refused with its name."""
+    from trustgraph_base.schema import Triple, iri, literal
+    from trustgraph_base.store.cassandra.connection import replication
+    from trustgraph_base.store.cassandra.triples import CassandraTriplesStore
+    from trustgraph_base.store.names import storage_name
+
+    monkeypatch.delenv("CASSANDRA_REPLICATION_FACTOR", raising=False)
+    config = CassandraConfig(hosts=(cassandra_service.host,), port=cassandra_service.port)
+    assert config.replication_factor is None
+    session = connect(config)
+    datacenters = {h.datacenter for h in session.cluster.metadata.all_hosts()}
+    assert replication(session, None) == {dc: 1 for dc in datacenters}
+    assert replication(session, 3) == {dc: 3 for dc in datacenters}
+    user = f"rf{uuid.uuid4().hex[:8]}"
+    store = CassandraTriplesStore(config)
+    ks = storage_name("tg", user)
+    try:
+        store.insert(user, "default", [Triple(iri("http://example.org/a"), iri("http://example.org/p"),
+                                              literal("x"))])
+        row = cassandra_session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                                        (ks,)).one()
+        assert dict(row.replication) == {"class": "org.apache.cassandra.locator.NetworkTopologyStrategy",
+                                         **{dc: "1" for dc in datacenters}}
+    finally:
+        store.close()
+        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=300)
+    monkeypatch.setenv("CASSANDRA_REPLICATION_FACTOR", "2")
+    assert CassandraConfig().replication_factor == 2
+    monkeypatch.setenv("CASSANDRA_REPLICATION_FACTOR", "three")
+    with pytest.raises(ValueError, match="CASSANDRA_REPLICATION_FACTOR"):
+        CassandraConfig()

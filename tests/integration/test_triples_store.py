@@ -827,7 +827,8 @@ def test_cassandra_keyspace_per_user_with_configured_replication(cassandra_servi
     store.insert(user, "c", [Triple(A, P, B)])
     row = store._session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
                                  (ks,)).one()
-    assert row.replication["replication_factor"] == "1"
+    assert row.replication["class"] == "org.apache.cassandra.locator.NetworkTopologyStrategy"
+    assert set(row.replication.values()) == {row.replication["class"], "1"}  # one replica in each datacenter
     tables = {r.table_name for r in store._session.execute(
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (ks,))}
     assert {"quads", "quads_scan", "collections", "traces", "trace_uris", "long_terms"} <= tables

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trustgraph_base.processor.launcher import ConfigurationError
-from trustgraph_base.store.cassandra.connection import CassandraConfig
+from trustgraph_base.store.cassandra.connection import DEFAULT_CONSISTENCY, CassandraConfig, replication_from_env
 from trustgraph_base.store.registry import REGISTRIES, backend_names
 
 __all__ = ["STORE_FLAGS", "add_store_args", "store_params", "store_options_for", "open_store",
@@ -54,9 +54,13 @@ def add_store_args(parser: argparse.ArgumentParser, kinds: tuple[str, ...] = tup
     parser.add_argument("--cassandra-host", default=os.environ.get("CASSANDRA_HOST", "127.0.0.1"),
                         help="Cassandra contact points, comma-separated (env CASSANDRA_HOST)")
     parser.add_argument("--cassandra-port", type=int, default=int(os.environ.get("CASSANDRA_PORT", "9042")))
-    parser.add_argument("--cassandra-replication-factor", type=int,
-                        default=int(os.environ.get("CASSANDRA_REPLICATION_FACTOR", "1")))
-    parser.add_argument("--cassandra-consistency", default=os.environ.get("CASSANDRA_CONSISTENCY", "LOCAL_ONE"))
+    parser.add_argument("--cassandra-replication-factor", type=int, default=replication_from_env(),
+                        help="replicas per datacenter of new keyspaces (env CASSANDRA_REPLICATION_FACTOR; "
+                             "default 3, or fewer where a datacenter has fewer nodes)")
+    parser.add_argument("--cassandra-consistency",
+                        default=os.environ.get("CASSANDRA_CONSISTENCY") or DEFAULT_CONSISTENCY,
+                        help=f"consistency of reads and writes (env CASSANDRA_CONSISTENCY; "
+                             f"default {DEFAULT_CONSISTENCY})")
 
 
 def store_params(args: argparse.Namespace) -> dict[str, Any]:

@@ -5,6 +5,13 @@ Every Cassandra-backed store uses :func:`connect` so a process opens one connect
 :func:`ensure_keyspace` so the replication factor is honoured (TrustGraph's writers
 ignore it), and :func:`cassandra_errors` around every request, so the three stores answer a
 driver failure alike.
+
+The same code serves one node and a cluster (docs/servers.md, "A three-node cluster"): the
+driver gets every contact point and routes each request to a replica of its partition in the
+local datacenter (token-aware over DC-aware round robin); requests run at ``LOCAL_QUORUM``
+unless configured otherwise, and keyspaces are created with ``NetworkTopologyStrategy`` and, by
+default, three replicas per datacenter (fewer where it has fewer nodes), so losing one node of
+three loses neither reads nor writes (docs/guarantees.md, "Replicas and node loss").
 """
 
 from __future__ import annotations
@@ -20,25 +27,47 @@ from functools import lru_cache
 
 from ..errors import StoreError, StoreUnavailable
 
-__all__ = ["CassandraConfig", "DDL_TIMEOUT", "batch_bytes", "cassandra_errors", "connect", "ensure_keyspace",
-           "parse_size", "queueing_connection_class", "shutdown_all"]
+__all__ = ["CassandraConfig", "DDL_TIMEOUT", "DEFAULT_CONSISTENCY", "batch_bytes", "cassandra_errors", "connect",
+           "ensure_keyspace", "load_balancing_policy", "parse_size", "queueing_connection_class", "replication",
+           "shutdown_all"]
+
+
+#: Consistency of every read and write unless configured: a majority of the local datacenter's replicas.
+DEFAULT_CONSISTENCY = "LOCAL_QUORUM"
+#: Replicas per datacenter unless configured (fewer in a datacenter with fewer nodes).
+DEFAULT_REPLICAS = 3
+
+
+def replication_from_env() -> int | None:
+    """``CASSANDRA_REPLICATION_FACTOR`` as a positive number, ``None`` when unset or empty (automatic)."""
+    value = os.environ.get("CASSANDRA_REPLICATION_FACTOR", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"CASSANDRA_REPLICATION_FACTOR={value!r} is not a positive number")
+    return int(value)
 
 
 @dataclass(frozen=True)
 class CassandraConfig:
     """Where Cassandra is and how to write to it.
 
-    :param hosts: contact points (env ``CASSANDRA_HOST``, comma-separated; default 127.0.0.1).
+    :param hosts: contact points (env ``CASSANDRA_HOST``, comma-separated; default 127.0.0.1): give every
+        node of a cluster, so the driver finds it whichever nodes are down.
     :param port: CQL port (env ``CASSANDRA_PORT``; default 9042).
-    :param replication_factor: for keyspaces this process creates (env ``CASSANDRA_REPLICATION_FACTOR``).
-    :param consistency: ``ONE``, ``LOCAL_QUORUM``, ``QUORUM``... (env ``CASSANDRA_CONSISTENCY``).
+    :param replication_factor: replicas per datacenter of the keyspaces this process creates (env
+        ``CASSANDRA_REPLICATION_FACTOR``); ``None`` (the default): 3, or the datacenter's node count if smaller.
+    :param consistency: ``LOCAL_QUORUM`` (default), ``ONE``, ``QUORUM``... (env ``CASSANDRA_CONSISTENCY``).
+    :param local_dc: the datacenter whose nodes serve this process (env ``CASSANDRA_LOCAL_DC``); empty: the
+        datacenter of the first contact point that answers.
     """
 
     hosts: tuple[str, ...] = field(default_factory=lambda: tuple(
         h.strip() for h in os.environ.get("CASSANDRA_HOST", "127.0.0.1").split(",") if h.strip()))
     port: int = field(default_factory=lambda: int(os.environ.get("CASSANDRA_PORT", "9042")))
-    replication_factor: int = field(default_factory=lambda: int(os.environ.get("CASSANDRA_REPLICATION_FACTOR", "1")))
-    consistency: str = field(default_factory=lambda: os.environ.get("CASSANDRA_CONSISTENCY", "LOCAL_ONE"))
+    replication_factor: int | None = field(default_factory=lambda: replication_from_env())
+    consistency: str = field(default_factory=lambda: os.environ.get("CASSANDRA_CONSISTENCY") or DEFAULT_CONSISTENCY)
+    local_dc: str = field(default_factory=lambda: os.environ.get("CASSANDRA_LOCAL_DC", ""))
     username: str = field(default_factory=lambda: os.environ.get("CASSANDRA_USERNAME", ""))
     password: str = field(default_factory=lambda: os.environ.get("CASSANDRA_PASSWORD", ""))
     connect_timeout: float = 10.0
@@ -56,7 +85,7 @@ def connect(config: CassandraConfig | None = None):
     Raises :class:`StoreUnavailable` with the contact points when Cassandra cannot be reached.
     """
     config = config or CassandraConfig()
-    key = (config.hosts, config.port, config.consistency, config.username)
+    key = (config.hosts, config.port, config.consistency, config.username, config.local_dc)
     with _LOCK:
         session = _SESSIONS.get(key)
         if session is not None and not session.is_shutdown:
@@ -64,17 +93,19 @@ def connect(config: CassandraConfig | None = None):
         from cassandra import ConsistencyLevel
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
-        from cassandra.policies import RoundRobinPolicy
 
         try:
             level = ConsistencyLevel.name_to_value[config.consistency.upper()]
         except KeyError:
             raise ValueError(f"unknown Cassandra consistency level {config.consistency!r}") from None
-        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=config.request_timeout,
-                                   consistency_level=level, row_factory=named_rows)
+        profile = ExecutionProfile(load_balancing_policy=load_balancing_policy(config.local_dc),
+                                   request_timeout=config.request_timeout, consistency_level=level,
+                                   row_factory=named_rows)
         auth = PlainTextAuthProvider(config.username, config.password) if config.username else None
         cluster = Cluster(list(config.hosts), port=config.port, connect_timeout=config.connect_timeout,
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile}, auth_provider=auth,
+                          # a schema change waits until every live node has it: slower on a busy cluster
+                          max_schema_agreement_wait=SCHEMA_AGREEMENT_SECONDS,
                           protocol_version=5, connection_class=queueing_connection_class(),
                           # Without TCP_NODELAY a small request written in two segments waits for
                           # the server's delayed ACK (Nagle): measured 50 ms for a 5-triple insert
@@ -87,6 +118,22 @@ def connect(config: CassandraConfig | None = None):
             raise StoreUnavailable(f"cannot reach Cassandra at {','.join(config.hosts)}:{config.port}: {e}") from e
         _SESSIONS[key] = session
         return session
+
+
+#: Seconds the driver waits after a schema change until every live node reports the same schema.
+SCHEMA_AGREEMENT_SECONDS = 60
+
+
+def load_balancing_policy(local_dc: str = ""):
+    """Each request to a replica of its partition (token-aware), among the nodes of the local datacenter.
+
+    Token awareness saves the coordinator a hop to a replica; the DC-aware child keeps requests
+    out of remote datacenters and, once the replicas are tried, spreads requests round robin.
+    ``local_dc`` empty: the datacenter of the first contact point that answers.
+    """
+    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+
+    return TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc or None))
 
 
 #: Driver exceptions (by class name, anywhere in the exception's class hierarchy) that mean "Cassandra is not
@@ -187,16 +234,37 @@ def lwt_applied(result) -> bool:
 DDL_TIMEOUT = 120.0
 
 
-def ensure_keyspace(session, keyspace: str, replication_factor: int, timeout: float = DDL_TIMEOUT) -> None:
-    """Create ``keyspace`` (an already-validated storage name) once per process."""
+def replication(session, replication_factor: int | None) -> dict[str, int]:
+    """Replicas per datacenter for a new keyspace: ``replication_factor`` in each datacenter the driver
+    knows of, or (``None``) :data:`DEFAULT_REPLICAS`, capped at each datacenter's node count.
+
+    Nodes that are down still count: a keyspace created while one of three nodes is down still
+    gets three replicas.
+    """
+    nodes: dict[str, int] = {}
+    for host in session.cluster.metadata.all_hosts():
+        nodes[host.datacenter or "datacenter1"] = nodes.get(host.datacenter or "datacenter1", 0) + 1
+    if replication_factor is not None and int(replication_factor) < 1:
+        raise ValueError(f"replication factor {replication_factor!r} is not a positive number")
+    return {dc: int(replication_factor) if replication_factor is not None else min(DEFAULT_REPLICAS, n)
+            for dc, n in sorted(nodes.items())}
+
+
+def ensure_keyspace(session, keyspace: str, replication_factor: int | None, timeout: float = DDL_TIMEOUT) -> None:
+    """Create ``keyspace`` (an already-validated storage name) once per process, with
+    ``NetworkTopologyStrategy`` and :func:`replication` replicas per datacenter; an existing keyspace is left as it is.
+    """
     key = (id(session), keyspace)
     if key in _KEYSPACES:
         return
     if not keyspace.replace("_", "").isalnum() or not keyspace.islower():
         raise ValueError(f"unsafe keyspace name {keyspace!r}")
+    # datacenter names come from the cluster itself; quoted as CQL string literals all the same
+    datacenters = ", ".join(f"'{dc.replace(chr(39), chr(39) * 2)}': {n}"
+                            for dc, n in replication(session, replication_factor).items())
     session.execute(
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
-        f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}", timeout=timeout)
+        f"{{'class': 'NetworkTopologyStrategy', {datacenters}}}", timeout=timeout)
     _KEYSPACES.add(key)
 
 

@@ -1,0 +1,111 @@
+"""Fixtures of the cluster tier: a private three-node Cassandra cluster and the services, with replicas, on it.
+
+The tier runs on its own, not with the README test command: ``TG_CLUSTER=short`` runs its short
+form (the cluster, one node killed under load, the audit; what ``.ci/run`` runs),
+``TG_CLUSTER=full`` adds the tests marked ``cluster_full`` (a replica killed mid-load, two nodes
+lost).  Without ``TG_CLUSTER`` its tests are deselected, so ``pytest`` alone never starts three
+more JVMs.  It needs the integration tier's Pulsar (``PULSAR_URL``, ``PULSAR_ADMIN_URL``; the
+services use a flow and a user of their own) and the fetched Cassandra jars; the cluster itself
+is this session's own, on free ports, stopped at the end even when tests fail (a watchdog stops it
+if this process dies).  Under ``CI=true`` anything missing is a failure, never a skip.
+
+    TG_CLUSTER=short CI=true .venv/bin/python -m pytest tests/cluster
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# the reliability tier's stack and audit (fault_stack, trace_audit), imported by this tier's modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+
+HERE = Path(__file__).resolve().parent
+#: Heap of each node: three fit beside the shared servers and a test run on the 24 GiB machine.
+NODE_HEAP = os.environ.get("TG_CLUSTER_HEAP", "1g")
+
+
+def tier() -> str:
+    """``short``, ``full`` or ``""`` (the tier does not run)."""
+    value = os.environ.get("TG_CLUSTER", "").strip().lower()
+    return {"1": "short", "true": "short", "yes": "short"}.get(value, value)
+
+
+def _required() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"} or \
+        os.environ.get("REQUIRE_INTEGRATION", "").strip().lower() in {"1", "true", "yes"}
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "cluster: the cluster tier (TG_CLUSTER=short|full; tests/cluster)")
+    config.addinivalue_line("markers", "cluster_full: only in the cluster tier's full form (TG_CLUSTER=full)")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Deselect the tier without ``TG_CLUSTER``; skip its full-form tests in the short form."""
+    mine = [item for item in items if Path(str(item.fspath)).resolve().is_relative_to(HERE)]
+    if not mine:
+        return
+    if tier() not in ("short", "full"):
+        config.hook.pytest_deselected(items=mine)
+        items[:] = [item for item in items if item not in mine]
+        return
+    for item in mine:
+        item.add_marker(pytest.mark.cluster)
+        if tier() == "short" and item.get_closest_marker("cluster_full"):
+            item.add_marker(pytest.mark.skip(reason="the cluster tier's full form only (TG_CLUSTER=full)"))
+
+
+def _unavailable(reason: str) -> None:
+    if _required():
+        pytest.fail(f"the cluster tier cannot run: {reason} (CI=true makes this a failure; see docs/servers.md)",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """This session's own three-node Cassandra cluster on 127.0.0.1-3, stopped at the end."""
+    from cluster_servers import ClusterUnavailable, TestCluster, missing_prerequisites
+
+    problem = missing_prerequisites()
+    if problem:
+        _unavailable(problem)
+    c = TestCluster.create(tmp_path_factory.mktemp("cassandra-cluster"), heap=NODE_HEAP)
+    c.guard(os.getpid())
+    try:
+        try:
+            c.start()
+        except ClusterUnavailable as e:
+            pytest.fail(f"could not start the Cassandra cluster: {e}", pytrace=False)
+        yield c
+    finally:
+        c.stop()
+        print("\n[cluster] " + "; ".join(c.events))
+
+
+@pytest.fixture(scope="session")
+def cluster_stack(cluster, tmp_path_factory):
+    """The services on the cluster, two replicas each of graph-rag, triples-write and triples-query;
+    the sample corpus loaded."""
+    from cluster_stack import ClusterServers, ClusterStack
+    from fault_stack import start_llm
+
+    url, admin = os.environ.get("PULSAR_URL"), os.environ.get("PULSAR_ADMIN_URL")
+    if not url or not admin:
+        _unavailable("the cluster tier needs the integration tier's Pulsar: set PULSAR_URL and PULSAR_ADMIN_URL "
+                     "(eval \"$(scripts/servers.sh env)\")")
+    llm = start_llm()
+    stack = ClusterStack(ClusterServers(url, admin, cluster), tmp_path_factory.mktemp("cluster-stack"), llm)
+    try:
+        asyncio.run(stack.ingest_sample_corpus())
+        stack.start()
+        yield stack
+    finally:
+        problems = stack.stop()
+        llm.stop()
+    assert not problems, "services died during the tests:\n" + "\n".join(problems)
