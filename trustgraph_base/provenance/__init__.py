@@ -24,4 +24,33 @@ from .triples import (
 )
 from .vocabulary import vocabulary_labels, vocabulary_triples
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+__all__ = [
+    "GRAPH_DEFAULT",
+    "GRAPH_RETRIEVAL",
+    "GRAPH_SOURCE",
+    "TG",
+    "EdgeSelection",
+    "activity_triples",
+    "agent_final_triples",
+    "agent_iteration_triples",
+    "agent_session_triples",
+    "chunk_triples",
+    "docrag_exploration_triples",
+    "docrag_question_triples",
+    "docrag_synthesis_triples",
+    "document_triples",
+    "edge_id",
+    "error_triples",
+    "exploration_triples",
+    "focus_triples",
+    "in_graph",
+    "namespaces",
+    "page_triples",
+    "question_triples",
+    "subgraph_triples",
+    "synthesis_triples",
+    "timestamp_literal",
+    "uris",
+    "vocabulary_labels",
+    "vocabulary_triples",
+]
