@@ -61,7 +61,7 @@ def build_trace(session: str) -> list[list[Triple]]:
     return [
         question_triples(q, "Which entities are related to entity 7?", "2025-06-01T09:30:00.000Z"),
         exploration_triples(e, q, 150, [iri("http://trustgraph.ai/e/entity-7")]),
-        focus_triples(f, e, [EdgeSelection(edge, r) for edge, r in zip(EDGES, REASONS)], session),
+        focus_triples(f, e, [EdgeSelection(edge, r) for edge, r in zip(EDGES, REASONS, strict=True)], session),
         synthesis_triples(uris.synthesis_uri(session), f, uris.answer_document_uri(session)),
     ]
 

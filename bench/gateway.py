@@ -126,7 +126,7 @@ async def bench(suite: Suite) -> Results:
             bus, gw = v.all(s, "bus"), v.all(s, "gateway")
             ratio, ratios = v.ratio((s, "gateway"), (s, "bus"))
             added = [statistics.median(g) - statistics.median(b)
-                     for g, b in zip(v.samples[(s, "gateway")], v.samples[(s, "bus")]) if g and b]
+                     for g, b in zip(v.samples[(s, "gateway")], v.samples[(s, "bus")], strict=True) if g and b]
             results.add(
                 Figure("GraphRAG latency p50, over the bus", statistics.median(bus), "ms", stack=s, spread=spread(bus),
                        note=f"{len(bus)} requests; {load_note()}"),

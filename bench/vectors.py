@@ -116,7 +116,7 @@ def time_queries(index, user: str, query: np.ndarray, truth: list[set[int]], n: 
                  target: float | None) -> list[Figure]:
     """Time one top-10 search per query; p50, p99 and recall@10 against the exact answers."""
     latencies, hits_found = [], 0
-    for q, true in zip(query, truth):
+    for q, true in zip(query, truth, strict=True):
         vector = q.tolist()
         t = time.perf_counter()
         hits = index.search(user, COLLECTION, MODEL, vector, limit=10)

@@ -131,7 +131,7 @@ class ExplainPrinter:
                                                            for l in es.chain]))
         out(f"[focus] {uri}")
         out(f"    Selected {len(sels)} edge(s)")
-        for sel, edge in zip(sels, edges):
+        for sel, edge in zip(sels, edges, strict=True):
             if edge is None or edge.type != TRIPLE:
                 out(f"      Edge: (missing triple term in {sel})")
                 continue

@@ -128,7 +128,7 @@ def test_agent_explain_verbose_shows_each_analysis_and_the_linked_sub_trace(aske
     stored = d.trace_json(root.uri)
     assert stored["type"] == "agent"
     assert [a["uri"] for a in stored["analyses"]] == [a.uri for a in analyses]
-    for printed, a in zip(analyses, stored["analyses"]):
+    for printed, a in zip(analyses, stored["analyses"], strict=True):
         assert a["thought"] == printed.value("Thought")
         assert printed.value("Action").startswith(a["action"])
     assert [s["uri"] for a in stored["analyses"] for s in a["sub_traces"]] == [s.uri for s in subs]

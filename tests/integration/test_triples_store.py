@@ -191,7 +191,7 @@ def test_batched_patterns_of_one_shape_answer_exactly_like_single_queries(store,
     single = [store.query(user, "c", pat) for pat in patterns]
     assert [[key(t) for t in r] for r in batched] == [[key(t) for t in r] for r in single]
     assert [len(r) for r in batched[:9]] == [0, 1, 2, 3, 3, 3, 3, 3, 3]          # per-pattern limits
-    for pat, got in zip(patterns, batched):
+    for pat, got in zip(patterns, batched, strict=True):
         assert keys(got) <= {key(t) for t in data if matches(t, pat)}, pat
         if pat.limit == 0:
             assert keys(got) == {key(t) for t in data if matches(t, pat)}, pat

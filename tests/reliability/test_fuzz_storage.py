@@ -142,7 +142,7 @@ def test_a_disk_that_fills_up_mid_query_fails_cleanly_and_keeps_a_prefix(corpus_
              uris.synthesis_uri(session)]
     stored = [trace.has(stage) for stage in chain]
     # a prefix: once a stage is missing, no later stage is stored
-    assert stored == sorted(stored, reverse=True), dict(zip(chain, stored))
+    assert stored == sorted(stored, reverse=True), dict(zip(chain, stored, strict=True))
     for stage in chain:
         if trace.has(stage):
             sent = {key(t) for t in record.events.get(stage, [])}

@@ -101,7 +101,7 @@ def test_a_session_id_names_one_run_across_replicas(fault_stack, replicas, sids,
 
             for batch in plan:
                 replies = await asyncio.gather(*(ask(q, sid) for q, sid in batch))
-                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies)]
+                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies, strict=True)]
         finally:
             await client.stop()
             await backend.close()
@@ -159,5 +159,5 @@ def test_one_session_id_at_once_on_both_replicas(fault_stack, replicas):
     runs = asyncio.run(run())
     assert sum(msgs[-1].error is None for msgs in runs) == 1, [msgs[-1].error for msgs in runs]
     refusal = f"session id {sid!r} already names another run"
-    new_lines = [process.log_text(since_start=False)[offset:] for process, offset in zip(logs, offsets)]
+    new_lines = [process.log_text(since_start=False)[offset:] for process, offset in zip(logs, offsets, strict=True)]
     assert all(refusal in text for text in new_lines), [text[-2000:] for text in new_lines]

@@ -124,7 +124,7 @@ async def test_document_rag_empty_answer_is_an_error_not_an_answer(deployment, l
         stored = [await stored_trace(stack, deployment, msgs[0].explain_id) for msgs in runs]
     finally:
         await stack.stop()
-    for msgs, trace in zip(runs, stored):
+    for msgs, trace in zip(runs, stored, strict=True):
         last = msgs[-1]
         assert last.end_of_session and sum(m.end_of_session for m in msgs) == 1
         assert last.error is not None and last.error.message == "the model returned no answer", last.error
@@ -361,12 +361,12 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
         if replica is not None:
             await replica.stop()
         await stack.stop()
-    answered = [q for q, msgs in zip(questions, runs) if msgs[-1].error is None]
+    answered = [q for q, msgs in zip(questions, runs, strict=True) if msgs[-1].error is None]
     assert len(answered) == 1, [msgs[-1].error for msgs in runs]
     assert sum(taken.values()) == len(questions)
     if replica is not None:
         assert set(taken) == {"first", "replica"}, taken  # both replicas ran requests with the one session id
-    for q, msgs in zip(questions, runs):
+    for q, msgs in zip(questions, runs, strict=True):
         if q not in answered:
             assert_refused(msgs, sid)
     assert_one_run(trace, root, answered[0])

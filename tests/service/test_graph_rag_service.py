@@ -284,7 +284,7 @@ async def test_an_empty_synthesis_is_an_error_not_an_answer(deployment, llm_serv
         stored = [await stored_trace(stack, deployment, msgs[0].explain_id) for msgs in runs]
     finally:
         await stack.stop()
-    for msgs, trace in zip(runs, stored):
+    for msgs, trace in zip(runs, stored, strict=True):
         last = msgs[-1]
         assert last.end_of_session and sum(m.end_of_session for m in msgs) == 1
         assert last.error is not None and last.error.message == "the model returned no answer", last.error

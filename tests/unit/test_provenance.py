@@ -196,7 +196,7 @@ def test_focus_triples_quote_the_original_edges():
     assert only(ts, f, ns.TG_DROPPED_COUNT) == literal("2", datatype=XSD + "integer")
     sel_uris = [uris.edge_selection_uri(SID, i) for i in range(3)]
     assert props(ts, f)[ns.TG_SELECTED_EDGE] == [iri(u) for u in sel_uris]
-    for u, edge in zip(sel_uris, edges):
+    for u, edge in zip(sel_uris, edges, strict=True):
         assert types(ts, u) == {ns.TG_EDGE_SELECTION}
         quoted = only(ts, u, ns.TG_EDGE)
         assert quoted.type == TRIPLE

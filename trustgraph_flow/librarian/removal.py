@@ -74,7 +74,7 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
     holders = triples.query_many(user, collection, [
         TriplePattern(p=_CONTAINS, o=Term(TRIPLE, triple=Triple(t.s, t.p, t.o)), g=ns.GRAPH_SOURCE,
                       limit=min(len(own) + 1, NODE_LIMIT)) for t in candidates])
-    orphaned = [t for t, h in zip(candidates, holders) if all(x.s.value in own for x in h)]
+    orphaned = [t for t, h in zip(candidates, holders, strict=True) if all(x.s.value in own for x in h)]
     report.kept_triples = len(candidates) - len(orphaned)
     report.knowledge_triples = triples.delete(user, collection, orphaned) if orphaned else 0
 
@@ -105,7 +105,7 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
     if agents:
         used = triples.query_many(user, collection, [
             TriplePattern(p=_ASSOCIATED, o=_iri(a), g=ns.GRAPH_SOURCE, limit=1) for a in agents])
-        unused = [a for a, u in zip(agents, used) if not u]
+        unused = [a for a, u in zip(agents, used, strict=True) if not u]
         if unused:
             agent_triples = [t for found in triples.query_many(user, collection, [
                 TriplePattern(s=_iri(a), g=ns.GRAPH_SOURCE, limit=100) for a in unused]) for t in found]

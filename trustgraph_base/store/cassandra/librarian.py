@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from itertools import islice
 
 from ...schema.library import DOCUMENT_TYPES, SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
@@ -546,10 +547,10 @@ class CassandraLibrarianStore:
             statement.fetch_size = min(limit, 5000)
             entries = iter(self._session.execute(statement))
             while len(out) < limit:
-                batch = [e for _, e in zip(range(min(limit - len(out), 5000)), entries)]
+                batch = list(islice(entries, min(limit - len(out), 5000)))
                 if not batch:
                     break
-                for entry, stored in zip(batch, self._fetch_many(ks, collection, [e.id for e in batch])):
+                for entry, stored in zip(batch, self._fetch_many(ks, collection, [e.id for e in batch]), strict=True):
                     # skip leftovers of interrupted adds/removes: the document row is the truth
                     if stored is not None and stored.meta.document_type == document_type \
                             and stored.meta.time == entry.time:
@@ -576,7 +577,7 @@ class CassandraLibrarianStore:
             flat = [c for ids in children for c in ids]
             grand = iter(len(list(rows)) for rows in self._concurrent(ks.list_children,
                                                                      [(collection, c) for c in flat]))
-        return {d: (len(ids), sum(next(grand) for _ in ids)) for d, ids in zip(document_ids, children)}
+        return {d: (len(ids), sum(next(grand) for _ in ids)) for d, ids in zip(document_ids, children, strict=True)}
 
     def list_children(self, user: str, collection: str, parent_id: str) -> list[DocumentMetadata]:
         """Direct children of a document, ordered by id.
@@ -611,7 +612,7 @@ class CassandraLibrarianStore:
         with cassandra_errors(f"librarian look-up of {document_id[:120]!r} for user {user!r}"):
             collections = sorted({r.collection for r in self._session.execute(ks.list_collections)})
             rows = self._concurrent(ks.get_doc, [(c, document_id) for c in collections])
-        return [c for c, r in zip(collections, rows) if r.one() is not None]
+        return [c for c, r in zip(collections, rows, strict=True) if r.one() is not None]
 
 
 def _buckets(n_parts: int) -> int:

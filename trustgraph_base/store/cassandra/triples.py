@@ -339,7 +339,7 @@ class CassandraTriplesStore(TriplesStoreBase):
         ordered = sorted(keys)
         results = self._run(((st.select_long, (collection, h)) for h in ordered), "long-term look-up")
         out = {}
-        for h, rows in zip(ordered, results):
+        for h, rows in zip(ordered, results, strict=True):
             parts = sorted(rows, key=lambda r: r.part)
             if not parts:
                 raise StoreError(f"stored term {h} has no text (interrupted write?); re-insert the batch")
@@ -452,7 +452,7 @@ class CassandraTriplesStore(TriplesStoreBase):
         from cassandra.query import BatchStatement, BatchType
 
         groups: dict[str, list] = defaultdict(list)
-        for t, rows in zip(traces, existing):
+        for t, rows in zip(traces, existing, strict=True):
             if rows:
                 continue
             s = t.summary
@@ -477,7 +477,7 @@ class CassandraTriplesStore(TriplesStoreBase):
     def _delete(self, st: _Statements, user: str, collection: str, quads: list[QuadKey]) -> int:
         keyed = [tuple(_store_key(x) for x in q) for q in quads]
         found = self._run(((st.select[3], (collection, s, 1, p, o, g, 1)) for s, p, o, g in keyed), "delete")
-        present = [(q, k) for q, k, rows in zip(quads, keyed, found) if rows]
+        present = [(q, k) for q, k, rows in zip(quads, keyed, found, strict=True) if rows]
         statements = []
         for _, (s, p, o, g) in present:
             c = collection
@@ -495,7 +495,8 @@ class CassandraTriplesStore(TriplesStoreBase):
         long_keys = sorted({x for _, k in present for x in k[:3] if x.startswith("#") and x not in graphs})
         if long_keys:
             used = self._run(((st.any_row, (collection, h)) for h in long_keys), "delete")
-            self._run([(st.delete_long, (collection, h)) for h, rows in zip(long_keys, used) if not rows], "delete")
+            self._run([(st.delete_long, (collection, h))
+                       for h, rows in zip(long_keys, used, strict=True) if not rows], "delete")
         return len(present)
 
     def _delete_collection(self, st: _Statements, user: str, collection: str) -> int:
@@ -641,7 +642,7 @@ class CassandraTriplesStore(TriplesStoreBase):
             window = specs[start:start + self.concurrency]
             with cassandra_errors("query"):
                 futures = [self._session.execute_async(bound) for bound, _, _, _ in window]
-            for future, (_, members, head, order) in zip(futures, window):
+            for future, (_, members, head, order) in zip(futures, window, strict=True):
                 with cassandra_errors("query"):
                     result = list(future.result())   # iterating fetches further pages
                 if head is not None:
@@ -654,7 +655,7 @@ class CassandraTriplesStore(TriplesStoreBase):
                     h = layouts[i][2]
                     rows[i] = self._unrotate(by_head.get(h, ()), h, order)
         out = []
-        for pk, found in zip(keys, rows):
+        for pk, found in zip(keys, rows, strict=True):
             if found is None:
                 found = [q for page in self._key_pages(st, collection, pk, pk.limit, min(pk.limit, 5000))
                          for q in page]

@@ -243,7 +243,7 @@ class CassandraVectorIndex:
             outcomes = execute_concurrent(self._session, [statements[i] for i in pending], concurrency=CONCURRENCY,
                                           raise_on_first_error=False)
             failed = []
-            for i, (ok, value) in zip(pending, outcomes):
+            for i, (ok, value) in zip(pending, outcomes, strict=True):
                 if ok:
                     results[i] = value
                 else:
@@ -290,7 +290,8 @@ class CassandraVectorIndex:
             table = self._table(ks, dimension, create=True)
         shards = info[2]
         self._write_rows(table.insert, [(collection, shard_of(item.id, shards), item.id, vector, item.label,
-                                         item.document_id) for item, vector in zip(chosen, vectors.tolist())], what)
+                                         item.document_id)
+                                        for item, vector in zip(chosen, vectors.tolist(), strict=True)], what)
         return len(chosen)
 
     def _delete_rows(self, table: _Table, collection: str, shards: int, ids: list[str], what: str) -> int:

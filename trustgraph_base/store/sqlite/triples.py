@@ -650,10 +650,10 @@ def _intern(conn: sqlite3.Connection, cached: dict[str, int],
             start = (conn.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
             numbers = range(start, start + len(unknown))
             conn.executemany("INSERT INTO terms (id, h, text) VALUES (?, ?, ?)",
-                             [(id_, h, text) for id_, (h, text) in zip(numbers, unknown)])
+                             [(id_, h, text) for id_, (h, text) in zip(numbers, unknown, strict=True)])
             # numbered in hash order, so the id range is in the buffer's key order too
             conn.execute("INSERT INTO term_hashes_recent (h, id) SELECT h, id FROM terms WHERE id >= ?", (start,))
-            new.update(zip([text for _, text in unknown], numbers))
+            new.update(zip([text for _, text in unknown], numbers, strict=True))
             created = len(unknown)
         ids.update(new)
     return ids, new, created

@@ -319,7 +319,7 @@ class SqliteVectorIndex:
                         require_model(self.kind, user, collection, info[0], info[1], model_id, dimension)
                         graph = self._graph(db, collection, info[1], info[2], info[3])
                         keys = np.empty(len(chosen), dtype=np.uint64)
-                        for i, (item, vector) in enumerate(zip(chosen, vectors)):
+                        for i, (item, vector) in enumerate(zip(chosen, vectors, strict=True)):
                             keys[i] = conn.execute(
                                 "INSERT INTO vectors (kind, collection, id, label, document_id, vector) "
                                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, collection, id) DO UPDATE SET "

@@ -257,7 +257,7 @@ class LocalEmbedder:
                 continue
             together = self._run(encodings, session)
             alone = [self._run([e], session)[0] for e in encodings]
-            if not all(np.array_equal(a, b) for a, b in zip(together, alone)):
+            if not all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True)):
                 return False
             checked += 1
         return checked > 0
@@ -293,8 +293,8 @@ class LocalEmbedder:
                     self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="local-embedder")
             results = list(self._pool.map(run, runs))
         vectors: list[Any] = [None] * len(texts)
-        for positions, result in zip(runs, results):
-            for position, vector in zip(positions, result):
+        for positions, result in zip(runs, results, strict=True):
+            for position, vector in zip(positions, result, strict=True):
                 vectors[position] = vector
         return vectors
 
@@ -323,7 +323,7 @@ class LocalEmbedder:
                 rows[position] = vector
         if missing:
             todo = list(missing)
-            for text, vector in zip(todo, self._embed_many(todo)):
+            for text, vector in zip(todo, self._embed_many(todo), strict=True):
                 self._cache_put(text, vector)
                 for position in missing[text]:
                     rows[position] = vector

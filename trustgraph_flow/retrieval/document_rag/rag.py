@@ -69,7 +69,7 @@ class DocumentRag:
         texts = await asyncio.gather(*(self.ports.get_content(req.user, m.chunk_id, req.collection)
                                        for m in matches))
         docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
-                for m, t in zip(matches, texts)]
+                for m, t in zip(matches, texts, strict=True)]
         exp_uri = uris.docrag_exploration_uri(session_id)
         await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches]))
         session.stage = "synthesis"

@@ -33,7 +33,7 @@ class LabelGraph:
 
     def knowledge(self) -> list[dict[str, str]]:
         """The ``knowledge`` term of the kg-edge-selection prompt."""
-        return [{"id": i, "s": s, "p": p, "o": o} for i, (s, p, o) in zip(self.ids, self.labeled_edges)]
+        return [{"id": i, "s": s, "p": p, "o": o} for i, (s, p, o) in zip(self.ids, self.labeled_edges, strict=True)]
 
 
 

@@ -82,7 +82,7 @@ class _VectorWriter(StoreBackedProcessor, Processor):
     async def _embed_and_store(self, batch: list[_Job]) -> None:
         texts = list(dict.fromkeys(text for job in batch for _id, text, _label, _doc in job.items))
         vectors, model = await self.embed(texts)
-        vector_of = dict(zip(texts, vectors))
+        vector_of = dict(zip(texts, vectors, strict=True))
         groups: dict[tuple[str, str], list[VectorItem]] = {}
         for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one
             groups.setdefault((job.user, job.collection), []).extend(
