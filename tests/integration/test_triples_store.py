@@ -651,19 +651,19 @@ def test_concurrent_claims_of_one_uri_have_one_winner(store, user):
     """Claims racing from several threads over two store objects (connections of their own): per URI
     exactly one wins, and its Question alone is stored and listed."""
     others = _another(store)
+
+    def claim(i: int, uri: str, gate: threading.Barrier, won: dict[int, bool]) -> None:
+        target = store if i % 2 else others
+        batch = agent_session_triples(uri, f"Run {i}?")
+        gate.wait()
+        won[i] = target.claim_trace(user, "c", batch)
+
     try:
         for round_ in range(4):
             uri = f"urn:trustgraph:agent:race{round_}"
             gate = threading.Barrier(8)
             won: dict[int, bool] = {}
-
-            def claim(i: int) -> None:
-                target = store if i % 2 else others
-                batch = agent_session_triples(uri, f"Run {i}?")
-                gate.wait()
-                won[i] = target.claim_trace(user, "c", batch)
-
-            threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+            threads = [threading.Thread(target=claim, args=(i, uri, gate, won)) for i in range(8)]
             for t in threads:
                 t.start()
             for t in threads:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
+from functools import partial
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -473,15 +474,13 @@ def test_threads_opening_a_new_file_at_once_all_get_in(tmp_path):
 
     from trustgraph_base.store.sqlite.wal import enable_wal
 
+    def work(n: int, store: SqliteTriplesStore, start: threading.Barrier) -> None:
+        start.wait()
+        store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
+
     for round_ in range(30):
         store = SqliteTriplesStore(home=tmp_path / f"r{round_}")
-        start = threading.Barrier(6)
-
-        def work(n: int) -> None:
-            start.wait()
-            store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
-
-        assert in_threads(6, work) == []
+        assert in_threads(6, partial(work, store=store, start=threading.Barrier(6))) == []
         assert store.count("u", "c", TriplePattern(p=P)) == 6
         store.close()
     # the retry gives up after its timeout when the lock is never released
