@@ -407,7 +407,7 @@ class SqliteLibrarianStore:
         :param collection: their collection.
         :param document_ids: the documents to count for.
         """
-        user, collection = check_scope(user, collection)
+        check_names(user, collection)
         for document_id in document_ids:
             check_document_id(document_id)
         db = self._db(user, create=False)
