@@ -76,7 +76,8 @@ async def edge_chains(conn: Connection, user: str, collection: str, edges: list[
     out: dict[str, list] = {}
     for es in build_source_chains(edges, found):
         key = serialize_term(Term(TRIPLE, triple=es.edge))
-        out.setdefault(key, []).append([{"uri": l.uri, "type": l.type, "label": l.label} for l in es.chain])
+        out.setdefault(key, []).append([{"uri": link.uri, "type": link.type, "label": link.label}
+                                        for link in es.chain])
     return out
 
 
@@ -125,5 +126,5 @@ async def removed_sources(conn: Connection, user: str, collection: str, edges: l
 
 def chain_text(chain: list[dict]) -> str:
     """``Chunk 3 → Page 2 → The Curies`` (the subgraph link is left out)."""
-    parts = [l["label"] or l["uri"] for l in chain if l.get("type") != "subgraph"]
+    parts = [link["label"] or link["uri"] for link in chain if link.get("type") != "subgraph"]
     return " → ".join(parts)

@@ -121,7 +121,7 @@ async def test_explainable_query_end_to_end(deployment, llm_server, llm_settings
         doc_ids = {d.id for d in deployment.documents}
         assert focus.edge_sources, "focus event should carry the source chains"
         for es in focus.edge_sources:
-            assert [l.type for l in es.chain] == ["subgraph", "chunk", "page", "document"]
+            assert [link.type for link in es.chain] == ["subgraph", "chunk", "page", "document"]
             assert es.chain[-1].uri in doc_ids and es.chain[-1].label
         assert {s.uri for s in msgs[-1].sources} <= doc_ids and msgs[-1].sources
 
