@@ -45,9 +45,11 @@ def knowledge_edges(n: int) -> list[Triple]:
         if i % 3 == 0:
             out.append(Triple(s, iri(ns.RDFS_LABEL), literal(f"Entity number {i}", language="en")))
         elif i % 3 == 1:
-            out.append(Triple(s, iri("http://trustgraph.ai/e/related-to"), iri(f"http://trustgraph.ai/e/entity-{i + 1}")))
+            out.append(Triple(s, iri("http://trustgraph.ai/e/related-to"),
+                              iri(f"http://trustgraph.ai/e/entity-{i + 1}")))
         else:
-            out.append(Triple(s, iri("http://trustgraph.ai/e/founded"), literal(str(1800 + i), datatype=ns.XSD_INTEGER)))
+            out.append(Triple(s, iri("http://trustgraph.ai/e/founded"),
+                              literal(str(1800 + i), datatype=ns.XSD_INTEGER)))
     return out
 
 

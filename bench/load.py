@@ -143,7 +143,8 @@ class LoadReport:
                        note=f"of {d['sent']} sent"),
                 Figure("load: stored complete traces - answered", float(d["traces_complete"] - d["answered"]),
                        "traces", stack=self.stack,
-                       note=f"{d['traces_complete']} complete of {d['traces_listed']} stored for {d['answered']} answered")]
+                       note=f"{d['traces_complete']} complete of {d['traces_listed']} stored "
+                            f"for {d['answered']} answered")]
         if d["latency_p50_s"] is not None:
             figs += [Figure("load: latency p50", d["latency_p50_s"], "s", stack=self.stack, note=note),
                      Figure("load: latency p99", d["latency_p99_s"], "s", stack=self.stack, note=note)]

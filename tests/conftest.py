@@ -334,7 +334,8 @@ def cassandra_service() -> Iterator[CassandraService]:
             pytest.fail(f"CASSANDRA_PORT={raw_port!r} is not a port number", pytrace=False)
         service = CassandraService(host=host, port=int(raw_port), source="external")
         problem = _attempt(
-            lambda: _wait_until(lambda: _cassandra_error(service.host, service.port), EXTERNAL_PROBE_SECONDS, "Cassandra")
+            lambda: _wait_until(lambda: _cassandra_error(service.host, service.port), EXTERNAL_PROBE_SECONDS,
+                                "Cassandra")
         )
         if problem:
             pytest.fail(f"CASSANDRA_HOST={host} is set but that server is not usable: {problem}", pytrace=False)

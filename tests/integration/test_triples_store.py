@@ -805,7 +805,8 @@ def test_cassandra_batches_fit_the_server_thresholds_and_never_draw_its_size_war
     assert store.batch_bytes <= settings["batch_size_fail_threshold"] // 2
     user = f"batch{uuid.uuid4().hex[:10]}"
     _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
-    triples = [Triple(iri(f"{EX}e/{i}"), iri(f"{EX}p/{i % 7}"), literal(("x" * (i % 250)) + str(i)), G1 if i % 3 else "")
+    triples = [Triple(iri(f"{EX}e/{i}"), iri(f"{EX}p/{i % 7}"), literal(("x" * (i % 250)) + str(i)),
+                      G1 if i % 3 else "")
                for i in range(6000)]
     with caplog.at_level("WARNING", logger="cassandra"):
         assert store.insert(user, "c", triples) == 6000

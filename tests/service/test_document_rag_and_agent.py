@@ -159,8 +159,10 @@ def agent_script(steps: list[str], graph_answer: str = "Marie Curie and Pierre C
 
 async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server, llm_settings):
     llm_server.set_script(agent_script([
-        'Thought: I should ask the knowledge graph.\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
-        'Thought: Now the documents, for the name.\nAction: document-query\nArgs: {\n  "question": "Why is it called polonium?"\n}',
+        'Thought: I should ask the knowledge graph.\nAction: knowledge-query\n'
+        'Args: {"question": "Who discovered polonium?"}',
+        'Thought: Now the documents, for the name.\nAction: document-query\n'
+        'Args: {\n  "question": "Why is it called polonium?"\n}',
         "Thought: I have both facts.\nFinal Answer: Marie and Pierre Curie discovered polonium, named after Poland.",
     ]))
     sid = f"test-{uuid.uuid4().hex[:8]}"

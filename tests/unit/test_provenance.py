@@ -116,7 +116,8 @@ def test_new_id_is_a_uuid4():
 
 
 def test_extraction_uris_are_deterministic_and_valid():
-    assert uris.page_uri("urn:document:d", 1) == uris.page_uri("urn:document:d", 1) != uris.page_uri("urn:document:d", 2)
+    page = uris.page_uri("urn:document:d", 1)
+    assert page == uris.page_uri("urn:document:d", 1) != uris.page_uri("urn:document:d", 2)
     assert re.fullmatch(r"urn:page:[0-9a-f\-]{36}", uris.page_uri("urn:document:d", 1))
     assert re.fullmatch(r"urn:chunk:[0-9a-f\-]{36}", uris.chunk_uri("urn:document:d", 1, 0))
     assert uris.document_uri("my report.pdf") == "urn:document:my%20report.pdf"

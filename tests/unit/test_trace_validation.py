@@ -38,7 +38,8 @@ Q, EXP, FOC, SYN = (uris.question_uri("s1"), uris.exploration_uri("s1"), uris.fo
 SEL = [uris.edge_selection_uri("s1", i) for i in range(3)]
 EDGES = [
     Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/won"), iri("http://example.org/e/nobel")),
-    Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/born"), literal("1867", datatype=XSD + "integer")),
+    Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/born"),
+           literal("1867", datatype=XSD + "integer")),
     Triple(iri("http://example.org/e/curie"), iri(ns.RDFS_LABEL), literal("Marie Curie", language="en")),
 ]
 
@@ -52,7 +53,8 @@ def graphrag_trace() -> list[Triple]:
 
 
 def docrag_trace(session: str = "d1") -> list[Triple]:
-    q, e, s = uris.docrag_question_uri(session), uris.docrag_exploration_uri(session), uris.docrag_synthesis_uri(session)
+    q, e = uris.docrag_question_uri(session), uris.docrag_exploration_uri(session)
+    s = uris.docrag_synthesis_uri(session)
     return (docrag_question_triples(q, "What is in the report?", WHEN)
             + docrag_exploration_triples(e, q, ["urn:chunk:1", "urn:chunk:2"])
             + docrag_synthesis_triples(s, e, "The report says…", uris.docrag_answer_uri(session)))
@@ -307,7 +309,8 @@ def test_agent_rules():
 
 def test_error_rules():
     err = uris.error_uri("s1")
-    assert_fails(validate_trace(drop(error_trace(), s=err, p=ns.TG_ERROR_MESSAGE)), f"Error {err} has no tg:errorMessage")
+    assert_fails(validate_trace(drop(error_trace(), s=err, p=ns.TG_ERROR_MESSAGE)),
+                 f"Error {err} has no tg:errorMessage")
     assert_fails(validate_trace(drop(error_trace(), s=err, p=ns.PROV_WAS_DERIVED_FROM)),
                  f"Error {err} has no prov:wasDerivedFrom link to the last stage that completed")
     not_a_stage = add(drop(error_trace(), s=err, p=ns.PROV_WAS_DERIVED_FROM), err, ns.PROV_WAS_DERIVED_FROM,

@@ -3,8 +3,9 @@
 Flow queues map to persistent topics, request/response/notify queues to non-persistent
 ones (:mod:`.topics`).  Payloads are raw bytes (``BytesSchema``); properties are Pulsar
 message properties.  Request/response producers do not batch (latency matters more than
-throughput; see apache/pulsar-client-python #226); flow producers batch with a 1 ms delay.  ``nack`` uses Pulsar negative acks with
-a short redelivery delay; redelivery counts come from the broker.
+throughput; see apache/pulsar-client-python #226); flow producers batch with a 1 ms delay.
+``nack`` uses Pulsar negative acks with a short redelivery delay; redelivery counts come from
+the broker.
 
 The tenant ``tg`` and its namespaces are created through the admin REST API on first use
 when an admin URL is known (``PULSAR_ADMIN_URL`` or ``http://<broker host>:8080``).  An

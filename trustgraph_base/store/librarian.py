@@ -19,8 +19,8 @@ Rules every backend follows (the conformance suite checks them):
 * Re-adding an id with byte-identical content (same sha256, same parent) is idempotent and
   returns the stored metadata; any other re-add raises :class:`DocumentExists`.
 * Reads verify the sha256 recorded at write time (:class:`ContentCorrupt` otherwise).
-* Users and collections are validated (:func:`~trustgraph_base.store.names.check_names`), ids too (:func:`check_document_id`);
-  all are bound as parameters, never formatted into SQL/CQL or paths.
+* Users and collections are validated (:func:`~trustgraph_base.store.names.check_names`), ids too
+  (:func:`check_document_id`); all are bound as parameters, never formatted into SQL/CQL or paths.
 
 ### Usage example
 

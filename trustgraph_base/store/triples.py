@@ -435,7 +435,8 @@ def claimed_question(quads: Sequence[QuadKey]) -> IndexedTrace:
     return traces[0]
 
 
-def check_trace_query(user: str, collection: str, type: str, limit: int, cursor: str) -> tuple[int, tuple[int, str] | None]:
+def check_trace_query(user: str, collection: str, type: str, limit: int,
+                      cursor: str) -> tuple[int, tuple[int, str] | None]:
     """Validate ``list_traces`` arguments; returns ``(limit, decoded cursor or None)``."""
     check_names(user, collection)
     if type not in ("", *_TRACE_TYPE_NAMES):

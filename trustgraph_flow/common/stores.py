@@ -96,7 +96,10 @@ def store_options_for(backend: str, options: dict[str, Any] | None) -> dict[str,
 
 
 def open_store(store_kind: str, backend: str, options: dict[str, Any] | None = None, **kw: Any) -> Any:
-    """A new store of ``store_kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``; ``kw`` go to its opener."""
+    """A new store of ``store_kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``.
+
+    ``kw`` go to its opener.
+    """
     module, _, name = _OPENERS[store_kind].partition(":")
     opener = getattr(importlib.import_module(module), name)
     return opener(backend, **kw, **store_options_for(backend, options))
@@ -124,7 +127,10 @@ class StoreBackedProcessor:
         self._owned_stores: list = []
 
     def backend_for(self, kind: str) -> str:
-        """The backend of the ``kind`` store; raises :class:`ConfigurationError` on a durable bus when none was chosen."""
+        """The backend of the ``kind`` store.
+
+        :raises ConfigurationError: on a durable bus when none was chosen.
+        """
         chosen = self.store_backends.get(kind) or self.store_backend
         if chosen:
             return chosen

@@ -176,7 +176,11 @@ def named_rows(colnames, rows) -> list:
 
 
 def lwt_applied(result) -> bool:
-    """Whether a lightweight transaction was applied (``ResultSet.was_applied`` only accepts the driver's own row factories)."""
+    """Whether a lightweight transaction was applied.
+
+    ``ResultSet.was_applied`` only accepts the driver's own row factories, so the first column
+    (``[applied]``) is read here.
+    """
     row = result.one()
     if row is None:
         raise RuntimeError("a lightweight transaction returned no row")
@@ -207,7 +211,10 @@ _UNITS = {"": 1024, "B": 1, "KIB": 1024, "MIB": 1024 * 1024}  # a bare number is
 
 
 def parse_size(value: str) -> int | None:
-    """Bytes of a Cassandra size setting (``5KiB``, ``1MiB``, ``512B``; a bare number counts KiB); ``None`` if unreadable."""
+    """Bytes of a Cassandra size setting (``5KiB``, ``1MiB``, ``512B``; a bare number counts KiB).
+
+    ``None`` if unreadable.
+    """
     text = str(value).strip().upper()
     number = text.rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     unit = text[len(number):]

@@ -48,8 +48,9 @@ development machine, one row per request gave ~1,200 rows/s, 4 KiB batches (Cass
 default threshold) ~75,000 rows/s and 32 KiB batches ~110,000 rows/s; values are encoded once
 per quad and shared by its seven rows instead of being bound row by row through the driver.
 Long terms are written before the rows that reference them and trace rows after the triples,
-so an interrupted insert leaves nothing a retry would not complete.  Driver errors meaning "Cassandra is not there or too slow" become
-:class:`~trustgraph_base.store.errors.StoreUnavailable` (the service nacks; redelivery retries).
+so an interrupted insert leaves nothing a retry would not complete.  Driver errors meaning
+"Cassandra is not there or too slow" become :class:`~trustgraph_base.store.errors.StoreUnavailable`
+(the service nacks; redelivery retries).
 """
 
 from __future__ import annotations
