@@ -871,7 +871,10 @@ def test_cassandra_groups_writes_and_reads_by_replica_set_on_a_multi_node_ring(c
                                                                      port=cassandra_service.port))
     user = f"ring{uuid.uuid4().hex[:10]}"
     _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
-    two_sets = lambda routing_key: ("node-a",) if zlib.crc32(routing_key) % 2 else ("node-b",)  # noqa: E731
+
+    def two_sets(routing_key: bytes) -> tuple[str]:
+        return ("node-a",) if zlib.crc32(routing_key) % 2 else ("node-b",)
+
     store._one_replica_set = lambda: False
     store._replicas = lambda ks, routing_key: two_sets(routing_key)
     data = _many_nodes()

@@ -227,7 +227,10 @@ def test_one_large_insert_stores_what_many_small_ones_do(tmp_path):
     small.insert("u", "c", data[:1500])  # re-inserting is a no-op
     for s in (big, small):
         assert s.count("u", "c", TriplePattern()) == len(data)
-    key = lambda t: (t.s.type, str(t.s.value), t.p.value, t.o.type, str(t.o.value), t.g)  # noqa: E731
+
+    def key(t: Triple) -> tuple:
+        return (t.s.type, str(t.s.value), t.p.value, t.o.type, str(t.o.value), t.g)
+
     everything = TriplePattern(limit=len(data))
     assert sorted(map(key, big.query("u", "c", everything))) == sorted(map(key, small.query("u", "c", everything)))
     assert sorted(map(key, big.query("u", "c", everything))) == sorted(map(key, data))

@@ -374,7 +374,7 @@ class Processor:
                           "dlq-processor": self.id})
             MESSAGES.labels(self.id, spec.name, "dead_letter").inc()
             await producer.send(msg.data, props)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - a failed dead-letter is logged, never takes the consumer down
             log.error("%s/%s: could not dead-letter message %s: %s", self.id, spec.name, msg.message_id, e)
 
     # ------------------------------------------------------------ command line

@@ -228,7 +228,7 @@ class RequestResponseClient:
             self._reader.cancel()
             try:
                 await self._reader
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stop only waits for the reader to end
                 pass
             self._reader = None
         if self._consumer is not None:

@@ -249,6 +249,6 @@ class PulsarBackend:
         if self._client is not None:
             try:
                 await self._client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing is best effort: the client is dropped either way
                 pass
             self._client = None
