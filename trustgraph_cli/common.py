@@ -64,7 +64,7 @@ class TgCommand(click.Command):
         return ctx
 
 
-_LONG_WORD = re.compile(r"\S{%d,}" % (ECHO_LIMIT + 1))
+_LONG_WORD = re.compile(rf"\S{{{ECHO_LIMIT + 1},}}")
 
 
 # ------------------------------------------------------------------------------- stdout

@@ -273,7 +273,7 @@ def test_literals_keep_datatype_language_escapes_and_non_ascii(store, user):
     assert {t.s.value for t in store.query(user, "c", TriplePattern(o=literal("42", datatype=XSD_INT)))} == {f"{EX}s/0"}
     assert {t.s.value for t in store.query(user, "c", TriplePattern(o=literal("colour", language="EN-gb")))} == {
         f"{EX}s/4"}
-    for i, o in enumerate(objects):
+    for o in objects:
         assert sorted(t.s.value for t in store.query(user, "c", TriplePattern(p=P, o=o))) == sorted(
             t.s.value for t in data if serialize_term(t.o) == serialize_term(o))
 
@@ -379,7 +379,7 @@ def test_names_that_differ_only_in_case_or_punctuation_never_share_storage(store
     base = uuid.uuid4().hex[:8]
     names = [f"Ann{base}", f"ann{base}", f"a.nn{base}", f"a-nn{base}", f"a_nn{base}"]
     store.users.names.extend(names)
-    for i, name in enumerate(names):
+    for name in names:
         store.insert(name, "c", [Triple(A, P, literal(name))])
     for name in names:
         assert [t.o.value for t in store.query(name, "c", TriplePattern(s=A))] == [name]

@@ -44,7 +44,7 @@ def _drop_users(deployment, users: list[str]) -> None:
             except Exception as e:  # noqa: BLE001 - a slow drop on a busy node must not fail the tests
                 import warnings
 
-                warnings.warn(f"could not drop keyspace of {user}: {e}")
+                warnings.warn(f"could not drop keyspace of {user}: {e}", stacklevel=2)
 
 
 @pytest.fixture

@@ -369,7 +369,7 @@ def test_tg_namespace_fails_fast_on_typos():
     assert TG.selectedEdge == ns.TG_SELECTED_EDGE
     assert ns.TG_EDGE_SELECTION in TG
     with pytest.raises(AttributeError, match="selectedEdges"):
-        TG.selectedEdges
+        _ = TG.selectedEdges
 
 
 def test_in_graph_copies_into_a_graph():

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Union
 
 import pyoxigraph as ox
 
@@ -31,7 +30,7 @@ from .terms import MAX_TRIPLE_DEPTH, RDF_LANG_STRING, XSD_STRING, TermError, val
 __all__ = ["OxTerm", "to_oxigraph_term", "from_oxigraph_term", "to_oxigraph_triple", "to_quad", "from_quad"]
 
 #: Any pyoxigraph term we convert to or from.
-OxTerm = Union[ox.NamedNode, ox.BlankNode, ox.Literal, ox.Triple]
+OxTerm = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 
 _SUBJECT_MESSAGE = ("a triple term cannot be a subject: triple terms may only be objects "
                     "in RDF 1.2 exports ({where})")

@@ -76,7 +76,7 @@ class Rest:
         try:
             principal = self.auth.principal(bearer_token(request.headers.get("Authorization")))
         except AccessDenied as e:
-            raise web.HTTPUnauthorized(text=_text({"error": e.wire()}), content_type="application/json")
+            raise web.HTTPUnauthorized(text=_text({"error": e.wire()}), content_type="application/json") from e
         raw = await request.read()
         try:
             body = orjson.loads(raw)
@@ -91,7 +91,7 @@ class Rest:
         try:
             return self.auth.user_for(principal, body.get("workspace"))
         except AccessDenied as e:
-            raise web.HTTPForbidden(text=_text({"error": e.wire()}), content_type="application/json")
+            raise web.HTTPForbidden(text=_text({"error": e.wire()}), content_type="application/json") from e
 
     async def flow_service(self, request: web.Request) -> web.Response:
         kind = request.match_info["kind"]
