@@ -1,6 +1,6 @@
 """Trace cost benchmark: provenance builders, wire codec and RDF export of one GraphRAG trace.
 
-Targets (issue 3 / DESIGN.md 7): build + encode + decode of one GraphRAG trace with 50
+Targets (issue 3): build + encode + decode of one GraphRAG trace with 50
 selected edges under 2 ms on one core; provenance builders <= 1 us per triple.  Also reports
 messages per second for encoding and decoding a 50-triple ``Triples`` message, and (for
 information) Turtle/TriG export and SHACL validation of the same trace.

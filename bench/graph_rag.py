@@ -1,4 +1,4 @@
-"""GraphRAG benchmark: issue 8 figures and the DESIGN.md section 7 anchors, on a synthetic graph.
+"""GraphRAG benchmark: issue 8 figures and the graph-rag anchors (bench/README.md), on a synthetic graph.
 
 Runs the real processors (graph-rag, prompt, text-completion, embeddings, vector and triple
 query, librarian, triples-write) on the embedded stack (in-process bus, SQLite) and, when

@@ -1,4 +1,4 @@
-"""Provenance URIs and trace builders (DESIGN.md 3.1-3.4): exact URIs, triples, types, bad input."""
+"""Provenance URIs and trace builders (docs/trace-model.md): exact URIs, triples, types, bad input."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def assert_well_formed(triples: list[Triple], graph: str) -> None:
         assert t.g == graph
 
 
-# ---------------------------------------------------------------- URI patterns (DESIGN.md 3.1-3.3)
+# ---------------------------------------------------------------- URI patterns (docs/trace-model.md)
 
 def test_graphrag_uris():
     assert uris.question_uri(SID) == f"urn:trustgraph:question:{SID}"

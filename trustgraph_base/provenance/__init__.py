@@ -1,4 +1,4 @@
-"""Provenance vocabulary, URI generators and trace builders (DESIGN.md section 3)."""
+"""Provenance vocabulary, URI generators and trace builders (docs/trace-model.md)."""
 
 from . import namespaces, uris
 from .agent import agent_final_triples, agent_iteration_triples, agent_session_triples

@@ -1,4 +1,4 @@
-"""Trace builders for the ReAct agent (DESIGN.md 3.3).
+"""Trace builders for the ReAct agent (docs/trace-model.md, "Agent").
 
 The three seed builders keep their exact signatures; extra keyword arguments follow.
 ``arguments`` may be a dict (stored as canonical JSON) or an already-encoded JSON string.

@@ -1,6 +1,6 @@
 """Every IRI of the provenance vocabulary, in one place.
 
-Names follow DESIGN.md section 3: ``TG_*`` for ``https://trustgraph.ai/ns/``, ``PROV_*``
+Names follow docs/trace-model.md: ``TG_*`` for ``https://trustgraph.ai/ns/``, ``PROV_*``
 for W3C PROV-O, plus ``RDF_TYPE``, ``RDFS_LABEL``, Dublin Core, SKOS and XSD datatypes.
 Class IRIs whose name would clash with a predicate carry a ``_TYPE`` suffix
 (``TG_DOCUMENT`` is the predicate ``tg:document``; ``TG_DOCUMENT_TYPE`` the class

@@ -1,6 +1,6 @@
 """Source chains: from a selected edge back to the document it was extracted from.
 
-Extraction provenance (DESIGN.md 3.4) lives in ``urn:graph:source``: a Subgraph
+Extraction provenance (docs/trace-model.md, "Extraction provenance") lives in ``urn:graph:source``: a Subgraph
 ``tg:contains <<( s p o )>>`` and ``prov:wasDerivedFrom`` its Chunk, which derives from a
 Page, which derives from the Document.  The triples-query service returns all of that in one
 request (``follow`` / ``describe``); :func:`build_source_chains` assembles it per edge.  GraphRAG

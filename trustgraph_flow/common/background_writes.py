@@ -1,7 +1,7 @@
 """Explain triples are stored without the query waiting for each write, and without gaps.
 
 A query sends each stage's triples to the ``explainability`` queue the moment the stage is
-done (DESIGN.md 4).  Waiting for the broker's acknowledgement of each send put one
+done (docs/guarantees.md, "Traces").  Waiting for the broker's acknowledgement of each send put one
 persistent-queue round trip per stage on the query's critical path (11-19 ms each on Pulsar);
 now each send starts at once and runs beside the next stage.  The sends are chained: one
 starts after the previous one was acknowledged, and none starts after a failure, so what

@@ -4,7 +4,7 @@
                                                                        \\--> document-embeddings-write
                                         kg-extract --entity-contexts--> graph-embeddings-write
 
-Every stage writes its extraction provenance (DESIGN.md 3.4) to ``urn:graph:source``: the
+Every stage writes its extraction provenance (docs/trace-model.md) to ``urn:graph:source``: the
 decoder the Document and its Pages, the chunker the Chunks, the extractor one Subgraph per
 chunk with ``tg:contains <<( s p o )>>`` for each extracted triple, plus Activity/Agent records
 (component, version, model).  Page and chunk URIs are derived from the document and position,

@@ -2,7 +2,7 @@
 
 Each iteration: prompt ``agent-react`` → parse (a parse failure becomes an observation the
 agent can recover from) → run the tool → observation.  When ``session_id`` is set, the trace
-is Question → Analysis 1 → ... → Conclusion (DESIGN.md 3.3): each Analysis is emitted and
+is Question → Analysis 1 → ... → Conclusion (docs/trace-model.md): each Analysis is emitted and
 stored **as its iteration completes**.  A ``knowledge-query`` or ``document-query`` tool call
 passes its Analysis URI as ``parent_uri`` to the sub-query, whose Question records it with
 ``prov:wasDerivedFrom``, and asks for the sub-trace to be stored in the agent's own explain

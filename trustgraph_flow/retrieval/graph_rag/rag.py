@@ -1,6 +1,6 @@
 """One GraphRAG query, end to end, against abstract ports (so it runs on any bus and store).
 
-Stages and what the client sees, in order (DESIGN.md 4)::
+Stages and what the client sees, in order (docs/guarantees.md, "Traces")::
 
     explain(question) -> explain(exploration) -> explain(focus) -> chunk... -> explain(synthesis) -> final
 
