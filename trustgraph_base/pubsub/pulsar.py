@@ -215,7 +215,7 @@ class PulsarBackend:
 
         :param batching: by default flow (work) queues batch for throughput and request/response
             queues never wait for a batch; ``False`` gives a flow-queue producer without the batch
-            delay, for sends a caller waits for (it cost ~1.3 ms per send on the test server).
+            delay, for sends a caller waits for (its cost: ``bench/README.md``).
         """
         parse_queue(queue)
         await self._prepare()

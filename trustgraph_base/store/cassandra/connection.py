@@ -77,8 +77,7 @@ def connect(config: CassandraConfig | None = None):
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile}, auth_provider=auth,
                           protocol_version=5, connection_class=queueing_connection_class(),
                           # Without TCP_NODELAY a small request written in two segments waits for
-                          # the server's delayed ACK (Nagle): measured 50 ms for a 5-triple insert
-                          # of two small batches, 3 ms with it.
+                          # the server's delayed ACK (Nagle; figures in bench/README.md).
                           sockopts=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
         try:
             session = cluster.connect()
@@ -230,8 +229,8 @@ def batch_bytes(session) -> int:
     Each batch is one request, and per-request work is what limits a Python writer: with
     Cassandra's default thresholds (5 KiB warn) batches stay at 4 KiB and nothing is logged; a
     server configured for bulk loading (as ``scripts/servers.sh`` configures its node: 40 KiB
-    warn, 100 KiB fail) gets batches of 32 KiB, measured 1.4x the insert rate of 4 KiB batches
-    at 45 % less client CPU.  The thresholds are read from ``system_views.settings``
+    warn, 100 KiB fail) gets batches of 32 KiB, which insert faster at less client CPU
+    (``bench/README.md``).  The thresholds are read from ``system_views.settings``
     (Cassandra 4.0+); where that cannot be read, the defaults apply.  Half the fail threshold
     leaves room for the server's own size accounting, which counts more than the values.
     """

@@ -43,10 +43,9 @@ exactly as its own query would.
 Writes are idempotent upserts (a redelivered batch rewrites the same rows), prepared, grouped
 into unlogged batches by replica set (sized to stay under the server's batch-size warning
 threshold, :func:`~.connection.batch_bytes`), and sent with at most ``concurrency`` requests in
-flight.  Batching is what makes a Python writer fast enough: measured on the 2-core
-development machine, one row per request gave ~1,200 rows/s, 4 KiB batches (Cassandra's
-default threshold) ~75,000 rows/s and 32 KiB batches ~110,000 rows/s; values are encoded once
-per quad and shared by its seven rows instead of being bound row by row through the driver.
+flight.  Batching is what makes a Python writer fast enough (rates by batch size in
+``bench/README.md``); values are encoded once per quad and shared by its seven rows instead
+of being bound row by row through the driver.
 Long terms are written before the rows that reference them and trace rows after the triples,
 so an interrupted insert leaves nothing a retry would not complete.  Driver errors meaning
 "Cassandra is not there or too slow" become :class:`~trustgraph_base.store.errors.StoreUnavailable`

@@ -9,10 +9,10 @@ Tables in the user's keyspace (``storage_name("tg", user)``, shared with the tri
   A search is ``WHERE collection = ? AND shard = ? ORDER BY vector ANN OF ? LIMIT ?`` per shard,
   run concurrently and merged.
 
-Why partitions per collection: measured on Cassandra 5.0.8 with 10,000 vectors of 384
-dimensions, an ANN query restricted to one partition took 3.4 ms p50 / 12 ms p99, while the
-same query restricted by an SAI-indexed ``collection`` column over id-keyed rows took 35 ms
-p50 / 75-94 ms p99 (SAI materialises every row of the collection before ordering).  ANN
+Why partitions per collection: an ANN query restricted to one partition is about ten times
+faster than the same query restricted by an SAI-indexed ``collection`` column over id-keyed
+rows, because SAI materialises every row of the collection before ordering (figures in
+``bench/README.md``).  ANN
 accepts neither ``IN`` on the partition key nor a restriction on part of it, hence one query
 per shard.  ``shards`` (default 1, fixed per index at its first write) bounds partition size
 for very large collections — about 1.6 KB per 384-dimension vector — at the cost of one more

@@ -31,7 +31,7 @@ Why it is laid out this way:
 * **Write buffers.**  ``quads`` mostly grows at its end (new subjects get new, higher ids), but
   ``quads_o``, ``quads_p`` and ``term_hashes`` take new rows all over their key range: an insert
   of 10,000 triples dirtied nearly every page of them, so the bytes written per insert grew with
-  the store (2M triples: 13 GB written).  New rows of those three go to a small buffer table of the
+  the store (``bench/README.md``).  New rows of those three go to a small buffer table of the
   same key (``quads_o_recent``, ...), and every :data:`RECENT_ROWS_MAX` rows one transaction moves
   the buffers into the main tables in key order.  Reads search both (``UNION ALL``); a row is in
   exactly one of them, because only the rows that ``quads`` takes as new are buffered.
@@ -701,7 +701,7 @@ def _merge_recent(conn: sqlite3.Connection) -> None:
 
     Why buffers: ``quads_o``, ``quads_p`` and ``term_hashes`` take new rows at random positions, so an
     insert of a few thousand rows dirties nearly every page of them, and the pages written per insert
-    grew with the store (2M triples in 10k batches: 13 GB written).  The buffers stay small, and the
+    grew with the store.  The buffers stay small, and the
     main tables are rewritten once per :data:`RECENT_ROWS_MAX` rows instead of once per insert.
     """
     for table in _BUFFERED:

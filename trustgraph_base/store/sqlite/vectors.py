@@ -1,11 +1,11 @@
 """SQLite vector index: vectors stored in the user's SQLite file, searched through an in-memory HNSW graph.
 
-Why a graph and not a numpy scan: an exact scan of 100,000 × 384 float32 vectors reads
-150 MB per query; on the 2-core reference machine that is 10.7 ms at best and 25-45 ms p99
-once other processes compete for memory bandwidth (numpy float16 is slower still: its
-conversions are not vectorised).  A ``usearch`` HNSW graph (f16 storage, M=16) answers in
-about 1 ms with recall ≈ 0.999, at the price of graph insertion on write; that is the
-trade-off Cassandra's SAI makes as well, so both backends behave alike.
+Why a graph and not a numpy scan: an exact scan reads every vector on every query, so it is
+bound by memory bandwidth and slows down when other processes compete for it (numpy float16
+is slower still: its conversions are not vectorised).  A ``usearch`` HNSW graph (f16 storage,
+M=16) answers an order of magnitude faster with recall ≈ 0.999 (figures in
+``bench/README.md``), at the price of graph insertion on write; that is the trade-off
+Cassandra's SAI makes as well, so both backends behave alike.
 
 * SQLite holds the truth: unit-length float32 blobs keyed by an integer ``key`` (the graph's
   key), the model record and a ``(generation, version)`` stamp bumped by every write.
@@ -60,7 +60,7 @@ HNSW_EXPANSION_ADD = 128
 #: Beam width while searching (ef); a search asks for at least this many candidates.
 HNSW_EXPANSION_SEARCH = 64
 #: Graphs holding at most this many numbers (vectors x dimensions) are searched exhaustively:
-#: 10,000 x 384 float16 vectors take about 0.7 ms on one core (HNSW: 0.4 ms).
+#: below it an exact search costs about as much as the graph search (``bench/README.md``).
 EXACT_SEARCH_MAX_VALUES = 4_000_000
 #: Fewest candidates a search takes from the graph before the exact re-scoring keeps ``limit``.
 RESCORE_CANDIDATES = 16

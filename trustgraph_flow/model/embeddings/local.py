@@ -11,7 +11,7 @@ padded to a common length.  Short texts of one call that have the same number of
 run together in one ``session.run`` (no padding, and every row of the model is computed
 on its own, so each vector is the one the text gets alone; this is checked when the model
 loads, and texts run one by one if it does not hold), which saves reading all the weights
-again for every short text (entity labels: about 2.5x less CPU).  The runs of one call are
+again for every short text (``bench/README.md``).  The runs of one call are
 spread over ``workers`` threads, and a text repeated in a call is embedded once.
 
 Heavy imports (numpy, onnxruntime, tokenizers) happen on first use, so importing this
