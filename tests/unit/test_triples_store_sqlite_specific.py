@@ -471,8 +471,8 @@ def test_a_closed_store_refuses_work(tmp_path):
 
 
 def test_threads_opening_a_new_file_at_once_all_get_in(tmp_path):
-    """``PRAGMA journal_mode=WAL`` could fail with "database is locked" when several threads opened a
-    new file at the same moment (it does not wait for busy_timeout); now it is retried."""
+    """``PRAGMA journal_mode=WAL`` fails with "database is locked" when several threads open a new
+    file at the same moment (it does not wait for busy_timeout), so it is retried."""
     import sqlite3
 
     from trustgraph_base.store.sqlite.wal import enable_wal

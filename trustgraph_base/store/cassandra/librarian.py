@@ -19,8 +19,8 @@ so one collection's reads never reach another's rows:
   interrupted add never shows up in a listing.
 
 Listing is one partition read plus concurrent single-row reads, O(page).  Reads of a user
-who never wrote anything create no keyspace.  (The ``librarian_*`` tables of the earlier,
-user-scoped layout are not read; there was no deployed data to migrate.)
+who never wrote anything create no keyspace.  Tables named ``librarian_*`` (a user-scoped
+layout without collections) are never read, so no row is read with the wrong key layout.
 """
 
 from __future__ import annotations

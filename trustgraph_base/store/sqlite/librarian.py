@@ -45,8 +45,8 @@ from .wal import enable_wal
 
 __all__ = ["SqliteLibrarianStore"]
 
-# Table names differ from the user-scoped schema of earlier versions (``librarian_*``), so an
-# old file is never read with the wrong key layout; there was no deployed data to migrate.
+# Table names differ from those of the user-scoped schema without collections (``librarian_*``),
+# so a file in that layout is never read with the wrong key layout.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS library_documents (
     collection    TEXT NOT NULL,
