@@ -41,7 +41,7 @@ from ..librarian import (
 )
 from ..names import check_names, tg_home, user_file
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
-from .wal import enable_wal
+from .wal import open_database
 
 __all__ = ["SqliteLibrarianStore"]
 
@@ -80,14 +80,7 @@ class _UserDb:
         make_parent(path)
         self.path = path
         self.lock = threading.RLock()
-        self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            enable_wal(self.conn, 30.0)
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.executescript(_SCHEMA)
-        except BaseException:
-            self.conn.close()  # a file that could not be set up (full disk, read-only) leaves no connection behind
-            raise
+        self.conn = open_database(path, _SCHEMA)
 
     def close(self) -> None:
         with self.lock:
