@@ -40,20 +40,6 @@ def replicas(fault_stack):
             process.stop()
 
 
-async def agent_client(stack):
-    from trustgraph_base.processor.client import RequestResponseClient
-    from trustgraph_base.pubsub.topics import request_queue, response_queue
-    from trustgraph_flow.common.services import SERVICES
-
-    backend = stack.backend()
-    s = SERVICES["agent"]
-    client = RequestResponseClient(backend, "agent", request_queue("agent", stack.flow),
-                                   response_queue("agent", stack.flow), s.request, s.response,
-                                   timeout=CLIENT_TIMEOUT, owner="session-test")
-    await client.start()
-    return backend, client
-
-
 async def finished_trace(stack, collection: str, uri: str, seconds: float = 60.0):
     """The stored trace of ``uri`` once its final stage is stored (triples-write lingers before it writes)."""
     from trustgraph_base.provenance.walk import collect_trace
@@ -91,7 +77,7 @@ def test_a_session_id_names_one_run_across_replicas(fault_stack, replicas, sids,
             for b, batch in enumerate(batches)]
 
     async def run():
-        backend, client = await agent_client(fault_stack)
+        backend, client = await fault_stack.client("agent", CLIENT_TIMEOUT, "session-test")
         results = []
         try:
             async def ask(question, sid):
@@ -144,7 +130,7 @@ def test_one_session_id_at_once_on_both_replicas(fault_stack, replicas):
     async def run():
         from trustgraph_base.schema import AgentRequest
 
-        backend, client = await agent_client(fault_stack)
+        backend, client = await fault_stack.client("agent", CLIENT_TIMEOUT, "session-test")
         try:
             async def ask(i):
                 return [m async for m in client.stream(AgentRequest(
