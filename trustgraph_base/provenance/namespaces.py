@@ -9,6 +9,8 @@ Class IRIs whose name would clash with a predicate carry a ``_TYPE`` suffix
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 PROV = "http://www.w3.org/ns/prov#"
 TG_NS = "https://trustgraph.ai/ns/"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -128,7 +130,7 @@ class _Vocabulary:
     def __contains__(self, iri: str) -> bool:
         return iri.startswith(self._base) and iri[len(self._base):] in self._names
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._base + n for n in self._names))
 
 

@@ -130,7 +130,7 @@ def exploration_triples(exploration_uri: str, question_uri: str, edge_count: int
     return out
 
 
-def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[EdgeSelection | tuple],
+def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[EdgeSelection | tuple[Triple, str]],
                   session_id: str, *, dropped: int = 0, graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
     """The Focus entity and one EdgeSelection per selected edge (``tg:edge <<( s p o )>>`` + reasoning).
 
