@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..codec import CodecError, decode, encode
 from ..schema.library import ANSWER, CHUNK, DOCUMENT_TYPES, PAGE, SOURCE, DocumentMetadata
@@ -144,7 +144,7 @@ class LibrarianStore(Protocol):
         ...
 
 
-def open_librarian_store(backend: str = "sqlite", **options) -> LibrarianStore:
+def open_librarian_store(backend: str = "sqlite", **options: Any) -> LibrarianStore:
     """Open a librarian store by backend name (:data:`~trustgraph_base.store.registry.LIBRARIAN_STORES`).
 
     :param backend: ``"sqlite"`` (options: ``home``, ``part_size``) or ``"cassandra"``
@@ -152,7 +152,8 @@ def open_librarian_store(backend: str = "sqlite", **options) -> LibrarianStore:
         ``keyspace_prefix``).
     :raises InvalidQuery: for an unknown backend name.
     """
-    return LIBRARIAN_STORES.open(backend, **options)
+    store: LibrarianStore = LIBRARIAN_STORES.open(backend, **options)
+    return store
 
 
 # ------------------------------------------------------------------ validation shared by backends

@@ -13,10 +13,11 @@ import os
 import socket
 import threading
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from ..errors import StoreError, StoreUnavailable
 
@@ -45,12 +46,15 @@ class CassandraConfig:
     request_timeout: float = 15.0
 
 
+#: A ``cassandra.cluster.Session`` (the driver ships no type information).
+Session = Any
+
 _LOCK = threading.Lock()
-_SESSIONS: dict[tuple, object] = {}
-_KEYSPACES: set[tuple] = set()
+_SESSIONS: dict[tuple[tuple[str, ...], int, str, str], Session] = {}
+_KEYSPACES: set[tuple[int, str]] = set()
 
 
-def connect(config: CassandraConfig | None = None):
+def connect(config: CassandraConfig | None = None) -> Session:
     """Return a shared ``cassandra.cluster.Session`` for ``config`` (connecting on first use).
 
     Raises :class:`StoreUnavailable` with the contact points when Cassandra cannot be reached.
@@ -145,7 +149,7 @@ def queueing_connection_class() -> type | None:
     except ImportError:
         return None
 
-    class QueueingLibevConnection(LibevConnection):
+    class QueueingLibevConnection(LibevConnection):  # type: ignore[misc]  # the driver's classes are untyped
         @property
         def _socket_writable(self) -> bool:
             return True
@@ -164,7 +168,7 @@ def _row_class(colnames: tuple[str, ...]) -> type:
     return namedtuple("Row", [_clean_column_name(c) for c in colnames], rename=True)
 
 
-def named_rows(colnames, rows) -> list:
+def named_rows(colnames: Iterable[str], rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """The driver's default row factory (rows as named tuples), with one class per column list.
 
     The default builds a new ``namedtuple`` class for every result set; a GraphRAG query reads
@@ -174,7 +178,7 @@ def named_rows(colnames, rows) -> list:
     return [row(*r) for r in rows]
 
 
-def lwt_applied(result) -> bool:
+def lwt_applied(result: Any) -> bool:
     """Whether a lightweight transaction was applied.
 
     ``ResultSet.was_applied`` only accepts the driver's own row factories, so the first column
@@ -190,7 +194,7 @@ def lwt_applied(result) -> bool:
 DDL_TIMEOUT = 120.0
 
 
-def ensure_keyspace(session, keyspace: str, replication_factor: int, timeout: float = DDL_TIMEOUT) -> None:
+def ensure_keyspace(session: Session, keyspace: str, replication_factor: int, timeout: float = DDL_TIMEOUT) -> None:
     """Create ``keyspace`` (an already-validated storage name) once per process."""
     key = (id(session), keyspace)
     if key in _KEYSPACES:
@@ -222,7 +226,7 @@ def parse_size(value: str) -> int | None:
     return int(number) * _UNITS[unit]
 
 
-def batch_bytes(session) -> int:
+def batch_bytes(session: Session) -> int:
     """The byte budget of one unlogged batch this client sends: 80 % of the server's
     ``batch_size_warn_threshold`` and at most half its ``batch_size_fail_threshold``.
 

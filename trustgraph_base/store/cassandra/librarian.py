@@ -29,6 +29,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from itertools import islice
+from typing import Any, Literal, overload
 
 from ...schema.library import DOCUMENT_TYPES, SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
@@ -51,9 +52,12 @@ from ..librarian import (
     split_parts,
 )
 from ..names import check_names, storage_name
-from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace, lwt_applied
+from .connection import CassandraConfig, Session, cassandra_errors, connect, ensure_keyspace, lwt_applied
 
 __all__ = ["CassandraLibrarianStore", "PARTS_PER_BUCKET"]
+
+#: A prepared statement and its parameters.
+_Call = tuple[Any, tuple[Any, ...]]
 
 #: Parts per ``library_parts`` partition.
 PARTS_PER_BUCKET = 64
@@ -90,7 +94,7 @@ def _not_found(document_id: str, user: str, collection: str, what: str = "docume
 class _Keyspace:
     """Prepared statements of one user's keyspace; every one binds the collection first."""
 
-    def __init__(self, session, ks: str):
+    def __init__(self, session: Session, ks: str):
         p = session.prepare
         self.name = ks
         self.get_doc = p(f"SELECT metadata, object_id, n_parts, part_size, time, document_type, parent_id "
@@ -132,7 +136,7 @@ class _Stored:
 
     __slots__ = ("meta", "object_id", "n_parts", "part_size")
 
-    def __init__(self, row):
+    def __init__(self, row: Any):
         self.meta = metadata_from_json(row.metadata)
         self.object_id = row.object_id
         self.n_parts = row.n_parts
@@ -168,6 +172,12 @@ class CassandraLibrarianStore:
 
     # ------------------------------------------------------------------ plumbing
 
+    @overload
+    def _ks(self, user: str, create: Literal[True] = True) -> _Keyspace: ...
+
+    @overload
+    def _ks(self, user: str, create: bool) -> _Keyspace | None: ...
+
     def _ks(self, user: str, create: bool = True) -> _Keyspace | None:
         """Statements of the (already validated) user's keyspace, creating keyspace and tables on first write.
 
@@ -197,11 +207,11 @@ class CassandraLibrarianStore:
             self._keyspaces[ks_name] = ks
         return ks
 
-    def _concurrent(self, statement, params: list[tuple]) -> list:
+    def _concurrent(self, statement: Any, params: list[tuple[Any, ...]]) -> list[Any]:
         """Run one prepared statement over many parameter tuples (see :meth:`_run`)."""
         return self._run([(statement, p) for p in params])
 
-    def _run(self, statements: list[tuple]) -> list:
+    def _run(self, statements: list[_Call]) -> list[Any]:
         """Run ``(statement, params)`` pairs, ``CONCURRENCY`` at a time; raise the first error."""
         from cassandra.concurrent import execute_concurrent
 
@@ -214,6 +224,13 @@ class CassandraLibrarianStore:
     def _stored(self, ks: _Keyspace, collection: str, document_id: str) -> _Stored | None:
         row = self._session.execute(ks.get_doc, (collection, document_id)).one()
         return _Stored(row) if row is not None else None
+
+    def _document_ks(self, user: str, collection: str, document_id: str) -> _Keyspace:
+        """The user's keyspace, which must exist: it holds ``document_id`` (:class:`NotFound` otherwise)."""
+        ks = self._ks(user, create=False)
+        if ks is None:
+            raise _not_found(document_id, user, collection)
+        return ks
 
     def _require(self, ks: _Keyspace | None, user: str, collection: str, document_id: str) -> _Stored:
         stored = self._stored(ks, collection, document_id) if ks is not None else None
@@ -259,9 +276,9 @@ class CassandraLibrarianStore:
         return self._add(user, collection, prepared, bytes(content))
 
     @staticmethod
-    def _index_statements(ks: _Keyspace, collection: str, meta: DocumentMetadata) -> list[tuple]:
+    def _index_statements(ks: _Keyspace, collection: str, meta: DocumentMetadata) -> list[_Call]:
         """The listing index rows of ``meta``, as ``(statement, params)`` pairs."""
-        out = [(ks.insert_by_type, (collection, meta.document_type, meta.time, meta.id))]
+        out: list[_Call] = [(ks.insert_by_type, (collection, meta.document_type, meta.time, meta.id))]
         if meta.parent_id:
             out.append((ks.insert_child, (collection, meta.parent_id, meta.id)))
         return out
@@ -288,7 +305,7 @@ class CassandraLibrarianStore:
         parts = split_parts(content, self.part_size)
         try:
             with cassandra_errors(what):
-                lookups = [(ks.get_doc, (collection, meta.id))]
+                lookups: list[_Call] = [(ks.get_doc, (collection, meta.id))]
                 if meta.parent_id:
                     lookups.append((ks.get_doc, (collection, meta.parent_id)))
                 found = [r.one() for r in self._run(
@@ -377,7 +394,7 @@ class CassandraLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(document_id)
-        ks = self._ks(user, create=False)
+        ks = self._document_ks(user, collection, document_id)
         with cassandra_errors(f"librarian remove of {document_id[:120]!r} from collection {collection!r} "
                               f"of user {user!r}"):
             root = self._require(ks, user, collection, document_id)
@@ -438,7 +455,7 @@ class CassandraLibrarianStore:
             self._concurrent(ks.delete_type_partition, [(collection, t) for t in DOCUMENT_TYPES])
         return removed
 
-    def _delete_objects(self, ks: _Keyspace, collection: str, objects: list) -> int:
+    def _delete_objects(self, ks: _Keyspace, collection: str, objects: list[Any]) -> int:
         """Delete one page of registry rows with their documents, child indexes and parts; returns documents."""
         ids = list(dict.fromkeys(o.document_id for o in objects))
         # every row counted is deleted just below, so a later page never counts it again
@@ -484,7 +501,7 @@ class CassandraLibrarianStore:
         """The document row, the keyspace and the validated collection; :class:`NotFound` if absent."""
         check_names(user, collection)
         check_document_id(document_id)
-        ks = self._ks(user, create=False)
+        ks = self._document_ks(user, collection, document_id)
         with cassandra_errors(f"librarian read of {document_id[:120]!r} in collection {collection!r} "
                               f"of user {user!r}"):
             return self._require(ks, user, collection, document_id), ks, collection
@@ -589,7 +606,7 @@ class CassandraLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(parent_id, "parent id")
-        ks = self._ks(user, create=False)
+        ks = self._document_ks(user, collection, parent_id)
         with cassandra_errors(f"librarian listing of children of {parent_id[:120]!r} in collection {collection!r} "
                               f"of user {user!r}"):
             self._require(ks, user, collection, parent_id)

@@ -43,7 +43,7 @@ from ..vectors import (
     prepare_items,
     require_model,
 )
-from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace
+from .connection import CassandraConfig, Session, cassandra_errors, connect, ensure_keyspace
 from .librarian import DDL_TIMEOUT
 
 __all__ = ["CassandraVectorIndex", "shard_of", "MAX_SHARDS"]
@@ -91,7 +91,7 @@ def shard_of(item_id: str, shards: int) -> int:
 class _Table:
     """Prepared statements of one (keyspace, kind, dimension) table."""
 
-    def __init__(self, session, ks: str, table: str):
+    def __init__(self, session: Session, ks: str, table: str):
         p = session.prepare
         where = "WHERE collection = ? AND shard = ?"
         self.insert = p(f"INSERT INTO {ks}.{table} (collection, shard, id, vector, label, document_id) "
@@ -111,7 +111,7 @@ class _Table:
 class _Keyspace:
     """Prepared statements of one user's model records."""
 
-    def __init__(self, session, ks: str):
+    def __init__(self, session: Session, ks: str):
         p = session.prepare
         self.name = ks
         self.get_info = p(f"SELECT model_id, dimension, shards FROM {ks}.vector_index_info "
@@ -208,15 +208,15 @@ class CassandraVectorIndex:
         with self._lock:
             self._info_cache.pop((ks.name, collection), None)
 
-    def _run_all(self, statement, params: list[tuple], what: str) -> list[Any]:
+    def _run_all(self, statement: Any, params: list[tuple[Any, ...]], what: str) -> list[Any]:
         """Execute ``statement`` for every parameter tuple, retrying timed-out ones; results in order."""
         return self._run_statements([(statement, p) for p in params], what)
 
-    def _write_rows(self, statement, params: list[tuple], what: str) -> None:
+    def _write_rows(self, statement: Any, params: list[tuple[Any, ...]], what: str) -> None:
         """Write rows (``params[i][:2]`` is the partition key) as unlogged single-partition batches."""
         from cassandra.query import BatchStatement, BatchType
 
-        by_partition: dict[tuple, list[tuple]] = {}
+        by_partition: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for p in params:
             by_partition.setdefault(p[:2], []).append(p)
         batches = []
@@ -228,7 +228,7 @@ class CassandraVectorIndex:
                 batches.append((batch, ()))
         self._run_statements(batches, what)
 
-    def _run_statements(self, statements: list[tuple], what: str) -> list[Any]:
+    def _run_statements(self, statements: list[tuple[Any, Any]], what: str) -> list[Any]:
         """Execute ``(statement, params)`` pairs, at most :data:`CONCURRENCY` at once, retrying failed ones."""
         from cassandra.concurrent import execute_concurrent
 

@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal, overload
 
 from ...schema.library import SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
@@ -110,6 +111,12 @@ class SqliteLibrarianStore:
         self._closed = False
 
     # ------------------------------------------------------------------ connections
+
+    @overload
+    def _db(self, user: str, create: Literal[True]) -> _UserDb: ...
+
+    @overload
+    def _db(self, user: str, create: bool) -> _UserDb | None: ...
 
     def _db(self, user: str, create: bool) -> _UserDb | None:
         """The (already validated) user's open database; ``None`` when it does not exist and ``create`` is false."""
@@ -300,8 +307,15 @@ class SqliteLibrarianStore:
             raise _not_found(document_id, user, collection)
         return metadata_from_json(row[0]), row[1]
 
+    def _document_db(self, user: str, collection: str, document_id: str) -> _UserDb:
+        """The user's database, which must exist: it holds ``document_id`` (:class:`NotFound` otherwise)."""
+        db = self._db(user, create=False)
+        if db is None:
+            raise _not_found(document_id, user, collection)
+        return db
+
     @staticmethod
-    def _query(db: _UserDb, sql: str, args: tuple):
+    def _query(db: _UserDb, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
         try:
             return db.conn.execute(sql, args)
         except sqlite3.Error as e:
@@ -330,7 +344,7 @@ class SqliteLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(document_id)
-        db = self._db(user, create=False)
+        db = self._document_db(user, collection, document_id)
         meta, n_parts = self._row(db, user, collection, document_id)
         with db.lock:
             parts = [r[0] for r in self._query(
@@ -358,7 +372,7 @@ class SqliteLibrarianStore:
         check_names(user, collection)
         check_document_id(document_id)
         check_chunk_size(chunk_size)
-        db = self._db(user, create=False)
+        db = self._document_db(user, collection, document_id)
         meta, n_parts = self._row(db, user, collection, document_id)
 
         def parts() -> Iterator[bytes]:
@@ -426,7 +440,7 @@ class SqliteLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(parent_id, "parent id")
-        db = self._db(user, create=False)
+        db = self._document_db(user, collection, parent_id)
         self._row(db, user, collection, parent_id)
         with db.lock:
             rows = self._query(db, "SELECT metadata FROM library_documents WHERE collection = ? AND parent_id = ? "

@@ -30,6 +30,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -164,6 +165,12 @@ class SqliteVectorIndex:
 
     # ------------------------------------------------------------------ plumbing
 
+    @overload
+    def _db(self, user: str, create: Literal[True]) -> _UserDb: ...
+
+    @overload
+    def _db(self, user: str, create: bool) -> _UserDb | None: ...
+
     def _db(self, user: str, create: bool) -> _UserDb | None:
         with self._lock:
             if self._closed:
@@ -188,13 +195,13 @@ class SqliteVectorIndex:
         digest = hashlib.sha256(collection.encode()).hexdigest()[:16]
         return db.path.with_name(f"{db.path.stem}.{self.kind}.{digest}.usearch")
 
-    def _info_row(self, db: _UserDb, collection: str):
+    def _info_row(self, db: _UserDb, collection: str) -> Any:
         with db.lock:
             return self._sql(db, "SELECT model_id, dimension, generation, version FROM vector_index "
                                  "WHERE kind = ? AND collection = ?", (self.kind, collection)).fetchone()
 
     @staticmethod
-    def _sql(db: _UserDb, sql: str, args: tuple = ()):
+    def _sql(db: _UserDb, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
             return db.conn.execute(sql, args)
         except sqlite3.Error as e:
@@ -335,7 +342,7 @@ class SqliteVectorIndex:
             graph.dirty = True
         return len(chosen)
 
-    def _delete_where(self, user: str, collection: str, where: str, args_of: list[tuple]) -> int:
+    def _delete_where(self, user: str, collection: str, where: str, args_of: list[tuple[Any, ...]]) -> int:
         """Delete the rows matching ``where`` for each argument tuple; returns how many went."""
         check_names(user, collection)
         db = self._db(user, create=False)
