@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trustgraph_base.processor.launcher import ConfigurationError
+from trustgraph_base.pubsub import Backend
 from trustgraph_base.store.cassandra.connection import CassandraConfig
 from trustgraph_base.store.registry import REGISTRIES, backend_names
 
@@ -118,8 +119,12 @@ class StoreBackedProcessor:
     :param store_options: options of the backends (see :func:`store_options_for`).
     """
 
+    # provided by the Processor this is mixed into
+    backend: Backend
+    id: str
+
     def __init__(self, *, store: str | None = None, store_backends: dict[str, str] | None = None,
-                 store_options: dict | None = None, **params):
+                 store_options: dict[str, Any] | None = None, **params: Any):
         super().__init__(**params)
         self.store_backend = store
         self.store_backends = dict(store_backends or {})

@@ -126,7 +126,7 @@ class Socket:
         task = asyncio.create_task(self.serve(request_id, user, frame.get("service"), frame.get("flow"),
                                               frame["request"]))
         self.open[request_id] = task
-        task.add_done_callback(lambda _t, rid=request_id: self.open.pop(rid, None))
+        task.add_done_callback(lambda _task: self.open.pop(request_id, None))
 
     async def on_auth(self, token: Any) -> None:
         try:

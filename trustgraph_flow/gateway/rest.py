@@ -43,7 +43,7 @@ async def aggregate(service: str, replies: AsyncIterator[Reply]) -> dict:
     async for reply in replies:
         if reply.error is not None:
             return {"error": reply.error}
-        body = reply.body
+        body = reply.body or {}
         if service == "triples":
             quads += body["response"]
         elif service == "agent":
@@ -113,7 +113,7 @@ class Rest:
         except GatewayRequestError as e:
             return _json({"error": e.wire()})
         async for reply in self.dispatcher.replies(user, "librarian", None, body):
-            return _json({"error": reply.error} if reply.error is not None else reply.body)
+            return _json({"error": reply.error} if reply.error is not None else reply.body or {})
         return _refusal(200, GATEWAY_ERROR, "no reply")
 
     async def openapi_json(self, request: web.Request) -> web.Response:

@@ -184,8 +184,8 @@ class ChunkerService(_Stage):
         await asyncio.gather(*(store(c) for c in out))
         await self.store_triples(meta, msg.page_id, msg.document_id, prov)
         await self.progress(meta, msg.document_id, "chunked", item_id=msg.page_id, total=len(chunks))
-        for c in out:
-            await self.producer("chunks").send(c)
+        for chunk in out:
+            await self.producer("chunks").send(chunk)
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
-from trustgraph_base.rdf.terms import serialize_triple
+from trustgraph_base.rdf.terms import serialize_triple, spo
 from trustgraph_base.schema import IRI, TRIPLE, Term, Triple, TriplePattern
 from trustgraph_base.schema.library import DocumentRemoval
 
@@ -80,7 +80,7 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
 
     # 2. vectors of the entities this document mentioned that have no triple left
     if graph_index is not None and candidates:
-        entities = sorted({x.value for t in candidates for x in (t.s, t.o) if x.type == IRI})
+        entities = sorted({x.value for s, _, o in map(spo, candidates) for x in (s, o) if x.type == IRI})
         left = triples.query_many(user, collection, [
             pattern for e in entities for pattern in (TriplePattern(s=_iri(e), g="", limit=1),
                                                       TriplePattern(o=_iri(e), g="", limit=1))])

@@ -19,7 +19,11 @@ class Embedder(Protocol):
     """Turns texts into fixed-size vectors; ``model_id`` names the vector space."""
 
     model_id: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector."""
+        ...
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order."""

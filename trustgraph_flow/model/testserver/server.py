@@ -437,7 +437,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if isinstance(replies, str):
                     return replies
                 if isinstance(replies, list):
-                    key = template_id if template_id in script else "*"
+                    key = template_id if template_id is not None and template_id in script else "*"
                     position = state.template_positions.get(key, 0)
                     if position < len(replies):
                         state.template_positions[key] = position + 1

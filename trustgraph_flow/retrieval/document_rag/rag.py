@@ -23,7 +23,7 @@ from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error,
 from trustgraph_base.store.triples import check_names
 
 from ...common.ports import PromptOutcome
-from ...common.query_session import QuerySession, check_question
+from ...common.query_session import QuerySession, TraceFields, check_question
 
 NO_DOCUMENTS_ANSWER = "I found no relevant passages in the documents to answer this question."
 
@@ -34,7 +34,7 @@ class DocumentRagSettings:
     explain_collection: str = ""
 
 
-def _failed(error: Exception, message: str, trace: dict[str, str]) -> DocumentRagResponse:
+def _failed(error: Exception, message: str, trace: TraceFields) -> DocumentRagResponse:
     """The last message of a failed query (naming its trace when one was stored)."""
     return DocumentRagResponse(message_type="chunk", error=Error("document-rag-error", message), end_of_stream=True,
                                end_of_session=True, **trace)
@@ -89,7 +89,7 @@ class DocumentRag:
             await session.explain(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri,
                                                                     llm_model=session.model),
                                   answer=(doc_uri, text))
-        sources = {}
+        sources: dict[str, Source] = {}
         for m in matches:
             sources.setdefault(m.document_id, Source(uri=m.document_id))
         await session.close(DocumentRagResponse(message_type="chunk", end_of_session=True, **session.usage(),
