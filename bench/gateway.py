@@ -90,7 +90,7 @@ async def _ask(running, client, ws, counter: Iterator[int], s: str, user: str, c
     if "Curie" not in text:
         raise AssertionError(f"unexpected answer on {s} ({variant}): {text[:200]!r}")
     await settle(running)
-    return latency * 1000, first * 1000
+    return latency * 1000, (first or 0.0) * 1000
 
 
 async def bench(suite: Suite) -> Results:

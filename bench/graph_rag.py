@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .common import Figure, Results, percentile, spread
 from .harness import (
+    DEFAULT_CPU_WHAT,
     LLM_LATENCY_MS,
     GraphRagTarget,
     QueryRecord,
@@ -77,13 +78,15 @@ async def latency_on_off(targets: Sequence[GraphRagTarget], questions: Sequence[
     out = []
     for t in targets:
         s, recs = t.name, on[t.name]
-        first = [r.answer.first_explain * 1000 for r in recs]
+        first = [r.answer.first_explain * 1000 for r in recs if r.answer.first_explain is not None]
+        if len(first) != len(recs):
+            raise AssertionError(f"a GraphRAG query with explainability on sent no explain event ({s})")
         apart = by_name[s].processes
-        extra = {"cpu_what": "services + bus + client + the services in their own processes"} if apart else {}
+        cpu_what = "services + bus + client + the services in their own processes" if apart else DEFAULT_CPU_WHAT
         out += on_off_figures(v, s, "GraphRAG", reps, cpu=cpu,
                               unit_note=f", LLM {LLM_LATENCY_MS:g} ms per answer (2 answers per query)"
                                         + (f"; {', '.join(apart.procs)} in processes of their own" if apart else ""),
-                              **extra)
+                              cpu_what=cpu_what)
         out += [
             Figure("time to first explain event p50", percentile(first, 50), "ms", FIRST_EXPLAIN_TARGET_MS[s],
                    stack=s, note=f"p95 {percentile(first, 95):.1f} ms, from sending the request"),

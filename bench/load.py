@@ -59,7 +59,7 @@ def check_loopback(host: str) -> str:
         infos = socket.getaddrinfo(host, None)
     except socket.gaierror as e:
         raise ValueError(f"cannot resolve {host!r}: {e}") from None
-    addresses = {info[4][0] for info in infos}
+    addresses = {str(info[4][0]) for info in infos}
     outside = sorted(a for a in addresses if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
     if not addresses or outside:
         raise ValueError(f"{host!r} resolves to {', '.join(outside) or 'nothing'}: the load generator only "

@@ -13,9 +13,13 @@ tenth of its size to its full size (it does not follow the collection).  Target:
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .common import Figure, Results
 from .harness import Suite, bench_parser, load_note, report, run_on_suite
+
+if TYPE_CHECKING:
+    from trustgraph_base.schema import DocumentRemoval
 
 #: Documents of the collection (quick mode: the distributed stack loads a fifth of them).
 DOCUMENTS = 1000
@@ -46,7 +50,7 @@ def _doc(name: str, content: bytes) -> tuple[str, str, str, bytes]:
     return (f"https://trustgraph.ai/doc/bench-removal-{name}", name, "text/plain", content)
 
 
-async def _remove(stack, user: str, collection: str, doc_id: str) -> tuple[float, object]:
+async def _remove(stack, user: str, collection: str, doc_id: str) -> tuple[float, DocumentRemoval | None]:
     from trustgraph_base.schema import LibrarianRequest
     from trustgraph_cli.connection import Connection
 
@@ -76,6 +80,8 @@ async def bench(suite: Suite) -> Results:
             if removal is None or removal.documents != 1 + removal.pages + removal.chunks or not removal.kept_triples:
                 raise AssertionError(f"unexpected removal report {removal}")
             large, big = await _remove(running, user, collection, _doc("large", b"")[0])
+            if big is None:
+                raise AssertionError("no removal report for the large document")
             print(f"  removal ({stack_name}): small {small:.3f} s ({removal.chunks} chunk), "
                   f"large {large:.3f} s ({big.chunks} chunks), small at {n // 10} documents {small_tenth:.3f} s",
                   flush=True)
