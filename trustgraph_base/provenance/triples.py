@@ -6,8 +6,8 @@ typed literals (``xsd:dateTime``, ``xsd:integer``).  Builders validate their inp
 invalid IRI raises :class:`~trustgraph_base.rdf.terms.TermError`, so nothing unparseable
 ever reaches a store or an export.
 
-Shared constant terms (predicates, classes) are module-level singletons, so a trace of
-~330 triples costs well under a microsecond per triple.
+Shared constant terms (predicates, classes) are module-level singletons, so building a trace
+costs little per triple (the ``codec`` benchmark in ``bench/README.md``).
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ class PulsarConsumer:
 
     async def ack(self, message: Message) -> None:
         # The C++ client groups acks and sends them in the background; awaiting a future per
-        # ack (the asyncio wrapper) costs a thread hop per message and caps a consumer at ~5k/s.
+        # ack (the asyncio wrapper) costs a thread hop per message and caps a consumer's rate (bench/README.md).
 
         try:
             self._consumer._consumer.acknowledge(message.handle._message)

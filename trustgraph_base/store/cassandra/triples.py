@@ -636,7 +636,7 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
         ``PER PARTITION LIMIT``: each partition's slice and limit are exactly those of its own
         single-partition query, and the rows come back tagged with their ``k``.  A request costs
         Cassandra about as much as reading a small partition, so a GraphRAG source-chain walk
-        went from ~165 requests to a handful.  Groups stay within one replica set and
+        takes a handful of requests instead of one per pattern.  Groups stay within one replica set and
         :data:`IN_KEYS` keys; the other patterns are single-partition reads.
         """
         from cassandra.query import BoundStatement
@@ -690,8 +690,8 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
     def _by_replica_set(self, ks: str, items: Iterable[T], routing_key_of: Callable[[T], bytes]) -> list[list[T]]:
         """``items`` grouped by the replica set of their partition (``routing_key_of(item)``), in first-seen order.
 
-        A one-node cluster has one replica set: no token is computed (8 % of the client CPU of
-        a 66-triple explain-trace insert).
+        A one-node cluster has one replica set: no token is computed (computing them is a visible share
+        of the client CPU of a small insert, ``bench/README.md``).
         """
         if self._one_replica_set():
             every = list(items)
