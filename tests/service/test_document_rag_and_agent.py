@@ -14,6 +14,7 @@ import json
 import uuid
 
 import pytest
+from trace_checks import assert_failed_without_answer
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance.walk import collect_trace
@@ -40,6 +41,26 @@ async def stored_trace(stack, deployment, uri):
 
 def keys(triples):
     return {(serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)) for t in triples}
+
+
+def by_subject(triples):
+    """subject -> predicate -> object values of ``triples``."""
+    by: dict[str, dict[str, list[str]]] = {}
+    for t in triples:
+        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    return by
+
+
+async def run_agent(deployment, settings, question: str, sid: str):
+    """One agent session with ``sid`` on a fresh stack: (the streamed messages, the stored trace)."""
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question=question, user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        stored = await stored_trace(stack, deployment, f"urn:trustgraph:agent:{sid}")
+    finally:
+        await stack.stop()
+    return msgs, stored
 
 
 async def stream(stack, service, request, timeout=90):
@@ -125,14 +146,7 @@ async def test_document_rag_empty_answer_is_an_error_not_an_answer(deployment, l
     finally:
         await stack.stop()
     for msgs, trace in zip(runs, stored, strict=True):
-        last = msgs[-1]
-        assert last.end_of_session and sum(m.end_of_session for m in msgs) == 1
-        assert last.error is not None and last.error.message == "the model returned no answer", last.error
-        assert not [m.response for m in msgs if m.response], "the client was sent an answer"
-        types = {t.o.value for t in trace if t.p.value == ns.RDF_TYPE}
-        assert ns.TG_ERROR in types and ns.TG_EXPLORATION in types and ns.TG_SYNTHESIS not in types
-        assert not [t for t in trace if t.p.value in (ns.TG_DOCUMENT, ns.TG_CONTENT)]
-        assert next(t.o.value for t in trace if t.p.value == ns.TG_STAGE) == "synthesis"
+        assert_failed_without_answer(msgs, trace, ns.TG_EXPLORATION, (ns.TG_DOCUMENT, ns.TG_CONTENT))
         report = validate_trace(trace)
         assert report.conforms, [v.message for v in report.violations]
 
@@ -189,9 +203,7 @@ async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server,
     answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
     assert "polonium" in answer.lower()
     # structure of the stored trace
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     assert by[f"{root}/i1"][ns.PROV_WAS_DERIVED_FROM] == [root]
     assert by[f"{root}/i2"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
     assert by[f"{root}/final"][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i2"]
@@ -217,18 +229,10 @@ async def test_agent_max_iterations_tool_error_and_parse_failure(deployment, llm
         'Thought: graph\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
     ]))
     sid = f"test-{uuid.uuid4().hex[:8]}"
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(
-        llm_server, **{"agent-manager-react": {"max_iterations": 3}}))
-    try:
-        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
-                                                         collection=deployment.collection, session_id=sid))
-        root = f"urn:trustgraph:agent:{sid}"
-        stored = await stored_trace(stack, deployment, root)
-    finally:
-        await stack.stop()
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    root = f"urn:trustgraph:agent:{sid}"
+    settings = llm_settings(llm_server, **{"agent-manager-react": {"max_iterations": 3}})
+    msgs, stored = await run_agent(deployment, settings, "Who discovered polonium?", sid)
+    by = by_subject(stored)
     assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
     assert "could not be parsed" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
     assert by[f"{root}/i2"][ns.TG_TOOL_ERROR] and "Unknown tool" in by[f"{root}/i2"][ns.TG_OBSERVATION][0]
@@ -420,9 +424,7 @@ async def test_agent_failure_ends_its_trace_with_an_error(deployment, llm_server
     finally:
         await stack.stop()
     assert msgs[-1].end_of_dialog and "injected" in msgs[-1].error.message
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     error_uri = final_stage_uris(root)[1]
     assert by[error_uri][ns.PROV_WAS_DERIVED_FROM] == [f"{root}/i1"]
     assert by[error_uri][ns.TG_STAGE] == ["analysis"] and "injected" in by[error_uri][ns.TG_ERROR_MESSAGE][0]
@@ -439,17 +441,9 @@ async def test_agent_tool_with_an_empty_answer_is_a_tool_error(deployment, llm_s
         "Thought: the graph said nothing\nFinal Answer: I could not find out."], graph_answer="  "))
     sid = f"tool-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
-    try:
-        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
-                                                         collection=deployment.collection, session_id=sid))
-        stored = await stored_trace(stack, deployment, root)
-    finally:
-        await stack.stop()
+    msgs, stored = await run_agent(deployment, llm_settings(llm_server), "Who discovered polonium?", sid)
     assert msgs[-1].end_of_dialog and msgs[-1].error is None
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     observation = by[f"{root}/i1"][ns.TG_OBSERVATION][0]
     assert observation.startswith("Error: the knowledge-query tool failed") and "no answer" in observation
     assert "the model returned no answer" in by[f"{root}/i1"][ns.TG_TOOL_ERROR][0]
@@ -462,17 +456,9 @@ async def test_agent_empty_final_answer_is_feedback_never_an_answer(deployment, 
     llm_server.set_script(agent_script(["Thought: done\nFinal Answer:   \n", "Thought: done\nFinal Answer: 42"]))
     sid = f"blank-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
-    try:
-        msgs = await stream(stack, "agent", AgentRequest(question="What is six times seven?", user=deployment.user,
-                                                         collection=deployment.collection, session_id=sid))
-        stored = await stored_trace(stack, deployment, root)
-    finally:
-        await stack.stop()
+    msgs, stored = await run_agent(deployment, llm_settings(llm_server), "What is six times seven?", sid)
     assert [m.content for m in msgs if m.message_type == "answer" and m.content] == ["42"]
-    by = {}
-    for t in stored:
-        by.setdefault(t.s.value, {}).setdefault(t.p.value, []).append(t.o.value)
+    by = by_subject(stored)
     assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
     assert "'Final Answer:' is empty" in by[f"{root}/i1"][ns.TG_OBSERVATION][0]
     assert by[f"{root}/final"][ns.TG_ANSWER] == ["42"]
