@@ -254,7 +254,7 @@ def cpu_per_query(results: dict[str, list], question: str, expected_edges: int, 
     prof.enable()
     asyncio.run(profiled())
     prof.disable()
-    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]  # the raw table, which typeshed leaves out
     ours = {k: v for k, v in stats.items() if "trustgraph" in k[0]}
     total = sum(v[2] for v in stats.values())
     top = sorted(((v[3], f"{Path(k[0]).stem}.{k[2]}") for k, v in ours.items()
