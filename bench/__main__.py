@@ -135,7 +135,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "removal": (_ours("removal"), "removing one document of 1,000; cost by document and collection size"),
     "document-rag": (_ours("document_rag"), "DocumentRAG latency, explainability on/off (issue 9)"),
     "agent": (_ours("agent"), "agent provenance cost per iteration (issue 9)"),
-    "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; DESIGN 7 anchors "
+    "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; graph-rag anchors "
                                       "(issue 8)"),
     "cli": (_ours("cli"), "tg-invoke-graph-rag -x first line, trace list/show at 100k traces (issue 10)"),
     "memory": (_ours("memory"), "peak RSS: quickstart, each service process (issue 11)"),

@@ -60,7 +60,8 @@ async def bench(suite: Suite, iterations: int | None = None) -> Results:
     with LlmEndpoint("scripted", LLM_LATENCY_MS, script(runs, k)) as llm:
         try:
             for s in stacks:
-                settings = stack_settings(llm, **{"agent-manager-react": {"tools": TOOLS, "max_iterations": k + 2}})
+                settings = stack_settings(llm)
+                settings.setdefault("agent-manager-react", {}).update({"tools": TOOLS, "max_iterations": k + 2})
                 running[s] = await suite.deployment(s).start(PROCESSORS, settings=settings)
                 conn = await Connection.attach(running[s], timeout=120).__aenter__()
                 conns.append(conn)

@@ -199,7 +199,7 @@ def first_line_figures(home: Path, user: str, collection: str, runs: int) -> lis
         if t.first is None or "[focus]" not in t.output or "[synthesis]" not in t.output:
             raise AssertionError(f"tg-invoke-graph-rag -x printed no complete trace:\n{t.output[:2000]}")
         timed.append(t)
-    firsts = [t.first for t in timed]
+    firsts = [t.first for t in timed if t.first is not None]  # every run printed it (checked above)
     return [
         Figure("tg-invoke-graph-rag -x: first explain line", statistics.median(firsts), "s", 1.5, stack="embedded",
                spread=spread(firsts), note=f"{runs} runs from process start; bare python start "

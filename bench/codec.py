@@ -1,6 +1,6 @@
 """Trace cost benchmark: provenance builders, wire codec and RDF export of one GraphRAG trace.
 
-Targets (issue 3 / DESIGN.md 7): build + encode + decode of one GraphRAG trace with 50
+Targets (issue 3): build + encode + decode of one GraphRAG trace with 50
 selected edges under 2 ms on one core; provenance builders <= 1 us per triple.  Also reports
 messages per second for encoding and decoding a 50-triple ``Triples`` message, and (for
 information) Turtle/TriG export and SHACL validation of the same trace.
@@ -47,9 +47,11 @@ def knowledge_edges(n: int) -> list[Triple]:
         if i % 3 == 0:
             out.append(Triple(s, iri(ns.RDFS_LABEL), literal(f"Entity number {i}", language="en")))
         elif i % 3 == 1:
-            out.append(Triple(s, iri("http://trustgraph.ai/e/related-to"), iri(f"http://trustgraph.ai/e/entity-{i + 1}")))
+            out.append(Triple(s, iri("http://trustgraph.ai/e/related-to"),
+                              iri(f"http://trustgraph.ai/e/entity-{i + 1}")))
         else:
-            out.append(Triple(s, iri("http://trustgraph.ai/e/founded"), literal(str(1800 + i), datatype=ns.XSD_INTEGER)))
+            out.append(Triple(s, iri("http://trustgraph.ai/e/founded"),
+                              literal(str(1800 + i), datatype=ns.XSD_INTEGER)))
     return out
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 from .common import Figure, Results, percentile, spread
 from .harness import (
@@ -74,10 +76,26 @@ async def ws_query(ws, rid: str, user: str, flow: str, collection: str) -> tuple
             return time.perf_counter() - t0, first or 0.0, "".join(text)
 
 
+async def _ask(running, client, ws, counter: Iterator[int], s: str, user: str, collection: str,
+               variant: str) -> tuple[float, float]:
+    """One question over the bus or through the gateway: (latency, first explain frame) in ms."""
+    from trustgraph_base.schema import GraphRagQuery
+
+    if variant == "bus":
+        answer = await stream_request(client, GraphRagQuery(query=QUESTION, user=user,
+                                                            collection=collection, streaming=True))
+        latency, first, text = answer.latency, answer.first_explain, answer.text
+    else:
+        latency, first, text = await ws_query(ws, f"req-{next(counter)}", user, running.flow, collection)
+    if "Curie" not in text:
+        raise AssertionError(f"unexpected answer on {s} ({variant}): {text[:200]!r}")
+    await settle(running)
+    return latency * 1000, (first or 0.0) * 1000
+
+
 async def bench(suite: Suite) -> Results:
     import aiohttp
 
-    from trustgraph_base.schema import GraphRagQuery
     from trustgraph_cli.connection import Connection
     from trustgraph_flow.gateway.service import ApiGateway
 
@@ -95,21 +113,7 @@ async def bench(suite: Suite) -> Results:
         try:
             client = await conn.client("graph-rag")
             ws = await _socket(http, gateway.url)
-            counter = iter(range(1, 1 << 30))
-
-            async def ask(variant: str) -> tuple[float, float]:
-                if variant == "bus":
-                    answer = await stream_request(client, GraphRagQuery(query=QUESTION, user=user,
-                                                                        collection=collection, streaming=True))
-                    latency, first, text = answer.latency, answer.first_explain, answer.text
-                else:
-                    latency, first, text = await ws_query(ws, f"req-{next(counter)}", user, running.flow,
-                                                          collection)
-                if "Curie" not in text:
-                    raise AssertionError(f"unexpected answer on {s} ({variant}): {text[:200]!r}")
-                await settle(running)
-                return latency * 1000, first * 1000
-
+            ask = functools.partial(_ask, running, client, ws, iter(range(1, 1 << 30)), s, user, collection)
             for variant in ("bus", "gateway"):  # warm-up
                 await ask(variant)
             v = Variants()
@@ -126,7 +130,7 @@ async def bench(suite: Suite) -> Results:
             bus, gw = v.all(s, "bus"), v.all(s, "gateway")
             ratio, ratios = v.ratio((s, "gateway"), (s, "bus"))
             added = [statistics.median(g) - statistics.median(b)
-                     for g, b in zip(v.samples[(s, "gateway")], v.samples[(s, "bus")]) if g and b]
+                     for g, b in zip(v.samples[(s, "gateway")], v.samples[(s, "bus")], strict=True) if g and b]
             results.add(
                 Figure("GraphRAG latency p50, over the bus", statistics.median(bus), "ms", stack=s, spread=spread(bus),
                        note=f"{len(bus)} requests; {load_note()}"),
@@ -196,7 +200,7 @@ async def load_clients(url: str, flow: str, user: str, collection: str, n: int) 
                     latencies.append(latency * 1000)
                 finally:
                     await ws.close()
-            except Exception as e:  # counted and reported: the figure is "all answered, no errors"
+            except Exception as e:  # noqa: BLE001 - counted and reported: the figure is "all answered, no errors"
                 errors.append(f"{type(e).__name__}: {e}"[:300])
 
         await asyncio.gather(*(one(i) for i in range(n)))

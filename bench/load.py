@@ -59,7 +59,7 @@ def check_loopback(host: str) -> str:
         infos = socket.getaddrinfo(host, None)
     except socket.gaierror as e:
         raise ValueError(f"cannot resolve {host!r}: {e}") from None
-    addresses = {info[4][0] for info in infos}
+    addresses = {str(info[4][0]) for info in infos}
     outside = sorted(a for a in addresses if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
     if not addresses or outside:
         raise ValueError(f"{host!r} resolves to {', '.join(outside) or 'nothing'}: the load generator only "
@@ -143,7 +143,8 @@ class LoadReport:
                        note=f"of {d['sent']} sent"),
                 Figure("load: stored complete traces - answered", float(d["traces_complete"] - d["answered"]),
                        "traces", stack=self.stack,
-                       note=f"{d['traces_complete']} complete of {d['traces_listed']} stored for {d['answered']} answered")]
+                       note=f"{d['traces_complete']} complete of {d['traces_listed']} stored "
+                            f"for {d['answered']} answered")]
         if d["latency_p50_s"] is not None:
             figs += [Figure("load: latency p50", d["latency_p50_s"], "s", stack=self.stack, note=note),
                      Figure("load: latency p99", d["latency_p99_s"], "s", stack=self.stack, note=note)]

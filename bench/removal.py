@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 from .common import Figure, Results, spread
 from .harness import CountingStore, Suite, bench_parser, load_note, report, run_on_suite, settle
+
+if TYPE_CHECKING:
+    from trustgraph_base.schema import DocumentRemoval
 
 #: Documents of the collection (quick mode: the distributed stack loads a fifth of them).
 DOCUMENTS = 1000
@@ -52,7 +56,7 @@ def _doc(name: str, content: bytes) -> tuple[str, str, str, bytes]:
     return (f"https://trustgraph.ai/doc/bench-removal-{name}", name, "text/plain", content)
 
 
-async def _remove(stack, user: str, collection: str, doc_id: str) -> tuple[float, object, int, int]:
+async def _remove(stack, user: str, collection: str, doc_id: str) -> tuple[float, DocumentRemoval | None, int, int]:
     """Remove one source document; ``(seconds, what it removed, triple-store look-ups, rows they returned)``."""
     from trustgraph_base.schema import LibrarianRequest
     from trustgraph_cli.connection import Connection

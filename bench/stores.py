@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance.triples import timestamp_literal
+from trustgraph_base.rdf.terms import spo
 from trustgraph_base.schema import Triple, TriplePattern, iri, literal, triple_term
 from trustgraph_base.store.errors import StoreUnavailable
 from trustgraph_base.store.triples import TriplesStore, open_triples_store
@@ -79,7 +80,7 @@ def graph_batches(n: int, batch: int = BATCH, prefix: str = EX) -> Iterator[list
         out.append(Triple(e, TYPE, CLASSES[i % 20]))
         for edge in edges(i, entities, prefix):
             out.append(edge)
-            out.append(Triple(sg, CONTAINS, triple_term(edge.s, edge.p, edge.o), ns.GRAPH_SOURCE))
+            out.append(Triple(sg, CONTAINS, triple_term(*spo(edge)), ns.GRAPH_SOURCE))
         if len(out) >= batch:
             yield out
             out = []
@@ -183,13 +184,15 @@ def bench_backend(name: str, store: TriplesStore, user: str, n: int, traces: int
 
     def po_bound(i: int) -> None:
         got = store.query(user, COLLECTION, TriplePattern(p=LABEL, o=literal(f"Entity {i}")))
-        assert [t.s.value for t in got] == [entity(i).value], f"label look-up for entity {i} returned {got}"
+        assert [s.value for s, _, _ in map(spo, got)] == [entity(i).value], \
+            f"label look-up for entity {i} returned {got}"
 
     def triple_lookup(i: int) -> None:
         edge = edges(i, entities)[i % 2]
-        got = store.query(user, COLLECTION, TriplePattern(p=CONTAINS, o=triple_term(edge.s, edge.p, edge.o),
+        got = store.query(user, COLLECTION, TriplePattern(p=CONTAINS, o=triple_term(*spo(edge)),
                                                           g=ns.GRAPH_SOURCE))
-        assert f"urn:trustgraph:subgraph:{i // 10}" in {t.s.value for t in got}, f"tg:contains look-up {i}: {got}"
+        assert f"urn:trustgraph:subgraph:{i // 10}" in {s.value for s, _, _ in map(spo, got)}, \
+            f"tg:contains look-up {i}: {got}"
 
     for label, run, target in (("s-bound query", s_bound, None), ("po-bound query (label)", po_bound, None),
                                ("triple-term lookup ?sg tg:contains <<( s p o )>>", triple_lookup, lookup_target)):
@@ -199,8 +202,8 @@ def bench_backend(name: str, store: TriplesStore, user: str, n: int, traces: int
         figures.append(Figure(f"{name}: {label} p99", percentile(ms, 99), "ms", target, stack=stack))
 
     t0 = time.perf_counter()
-    for batch in trace_batches(traces):
-        _insert_with_redelivery(store, user, batch)
+    for trace_batch in trace_batches(traces):
+        _insert_with_redelivery(store, user, trace_batch)
     trace_seconds = time.perf_counter() - t0
     figures.append(Figure(f"{name}: trace insert ({traces:,} Questions, 3 triples each)", traces / trace_seconds,
                           "traces/s", None, "higher", stack=stack, note=f"{trace_seconds:.1f} s"))
@@ -243,18 +246,19 @@ def run(quick: bool = False, triples: int | None = None, traces: int | None = No
             print("cassandra: skipped (set CASSANDRA_HOST or --cassandra-host)")
         else:
             from trustgraph_base.store.cassandra.connection import CassandraConfig
+            from trustgraph_base.store.cassandra.triples import CassandraTriplesStore
 
             config = CassandraConfig(hosts=tuple(h.strip() for h in host.split(",")),
                                      port=int(os.environ.get("CASSANDRA_PORT", "9042")))
-            store = open_triples_store("cassandra", config=config)
+            cstore = CassandraTriplesStore(config=config)
             user = f"bench{uuid.uuid4().hex[:8]}"
             try:
-                results.add(*bench_backend("cassandra", store, user, n, t, samples, batch,
+                results.add(*bench_backend("cassandra", cstore, user, n, t, samples, batch,
                                            warmup_user=f"{user}warmup"))
             finally:
                 for u in (user, f"{user}warmup"):
-                    store._session.execute(f"DROP KEYSPACE IF EXISTS {store.keyspace(u)}", timeout=300)
-                store.close()
+                    cstore._session.execute(f"DROP KEYSPACE IF EXISTS {cstore.keyspace(u)}", timeout=300)
+                cstore.close()
     return results
 
 

@@ -1,6 +1,6 @@
 """A deterministic synthetic knowledge graph for the GraphRAG benchmarks.
 
-Shape (like the graph behind DESIGN.md section 7): ``entities`` nodes with an ``rdfs:label``
+Shape (like the graph behind the graph-rag anchors in bench/README.md): ``entities`` nodes with an ``rdfs:label``
 each, ``edges`` edges over 40 labelled predicates (one in ten with a literal object), and
 extraction provenance for every edge in ``urn:graph:source`` made by the real builders:
 10 edges per chunk subgraph (``tg:contains <<( s p o )>>``), 4 chunks per page, 10 pages per

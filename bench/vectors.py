@@ -72,7 +72,7 @@ def exact_top10(data: np.ndarray, query: np.ndarray) -> list[set[int]]:
 
 
 def bench_index(backend: str, options: dict, user: str, data: np.ndarray, query: np.ndarray,
-                truth: list[set[int]], stack: str, warmup: Sequence[np.ndarray] = ()) -> list[Figure]:
+                truth: list[set[int]], stack: str, warmup: np.ndarray | Sequence[np.ndarray] = ()) -> list[Figure]:
     """Load ``data`` into a fresh index, then time ``query`` searches; returns the figures.
 
     Cassandra is timed twice: right after the load (memtables, pending compactions, a cold JIT)
@@ -102,6 +102,10 @@ def bench_index(backend: str, options: dict, user: str, data: np.ndarray, query:
     if backend == "cassandra":
         figures += time_queries(index, user, query, truth, n, stack, " right after the load", target=None)
         t = time.perf_counter()
+        from trustgraph_base.store.cassandra.vectors import CassandraVectorIndex
+
+        if not isinstance(index, CassandraVectorIndex):
+            raise TypeError(f"the cassandra backend opened a {type(index).__name__}")
         settled = wait_for_compactions(index._session)
         figures.append(Figure("wait for compactions and SAI index builds", time.perf_counter() - t, "s", stack=stack,
                               note="" if settled else "gave up waiting"))
@@ -116,7 +120,7 @@ def time_queries(index, user: str, query: np.ndarray, truth: list[set[int]], n: 
                  target: float | None) -> list[Figure]:
     """Time one top-10 search per query; p50, p99 and recall@10 against the exact answers."""
     latencies, hits_found = [], 0
-    for q, true in zip(query, truth):
+    for q, true in zip(query, truth, strict=True):
         vector = q.tolist()
         t = time.perf_counter()
         hits = index.search(user, COLLECTION, MODEL, vector, limit=10)

@@ -131,7 +131,7 @@ def _pulsar_health_error(service: PulsarService) -> str | None:
     )
     try:
         client.get_topic_partitions("persistent://public/default/tg-test-probe")
-    except Exception as exc:  # the client raises its own exception types
+    except Exception as exc:  # noqa: BLE001 - any client error means "no usable broker"
         return f"broker {service.url} does not answer a topic lookup: {exc}"
     finally:
         client.close()
@@ -175,7 +175,7 @@ def _cassandra_error(host: str, port: int) -> str | None:
     cluster = _cassandra_cluster(host, port, request_timeout=5)
     try:
         cluster.connect().execute("SELECT release_version FROM system.local").one()
-    except Exception as exc:  # NoHostAvailable, OperationTimedOut, ...
+    except Exception as exc:  # noqa: BLE001 - NoHostAvailable, OperationTimedOut, server errors: no usable node
         return f"CQL query on {host}:{port} failed: {exc}"
     finally:
         cluster.shutdown()
@@ -189,12 +189,12 @@ def docker_available() -> bool:
     """True when testcontainers is installed and a Docker engine answers within 3 s."""
     try:
         import docker
-        import testcontainers.core.container  # noqa: F401
+        import testcontainers.core.container  # noqa: F401 - imported only to see that it is installed
     except ImportError:
         return False
     try:
         docker.from_env(timeout=3).ping()
-    except Exception:  # DockerException, connection refused, no socket ...
+    except (docker.errors.DockerException, OSError):  # no socket, connection refused, no answer in time
         return False
     return True
 
@@ -283,7 +283,7 @@ def _attempt(action) -> str | None:
     """Run ``action()``; return its error as text (so pytest.fail runs outside the except)."""
     try:
         action()
-    except Exception as exc:  # probes and container starts raise many types
+    except Exception as exc:  # noqa: BLE001 - probes and container starts raise many types; all are reported
         return str(exc) if isinstance(exc, RuntimeError) else f"{type(exc).__name__}: {exc}"
     return None
 
@@ -334,7 +334,8 @@ def cassandra_service() -> Iterator[CassandraService]:
             pytest.fail(f"CASSANDRA_PORT={raw_port!r} is not a port number", pytrace=False)
         service = CassandraService(host=host, port=int(raw_port), source="external")
         problem = _attempt(
-            lambda: _wait_until(lambda: _cassandra_error(service.host, service.port), EXTERNAL_PROBE_SECONDS, "Cassandra")
+            lambda: _wait_until(lambda: _cassandra_error(service.host, service.port), EXTERNAL_PROBE_SECONDS,
+                                "Cassandra")
         )
         if problem:
             pytest.fail(f"CASSANDRA_HOST={host} is set but that server is not usable: {problem}", pytrace=False)

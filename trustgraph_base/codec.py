@@ -22,7 +22,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 
@@ -82,7 +82,7 @@ def _check_float(v: Any) -> float:
     t = type(v)
     if t is float:
         if v - v == 0.0:  # finite; JSON has no NaN/Infinity (orjson would write null)
-            return v
+            return cast(float, v)
         raise CodecError(f"expected a finite float, got {v!r}")
     if t is int:
         return float(v)
@@ -131,7 +131,7 @@ def _converters(tp: Any) -> tuple[_Converter, _Converter]:
         return enc, _DECODERS[tp]
     if tp in _SCALARS:
         enc, dec = _SCALARS[tp]
-    elif dataclasses.is_dataclass(tp):
+    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
         # Register lazy trampolines first so recursive types (Term -> Triple -> Term) work.
         _ENCODERS[tp] = lambda v: _ENCODERS_REAL[tp](v)
         _DECODERS[tp] = lambda v: _DECODERS_REAL[tp](v)
@@ -167,7 +167,7 @@ def _compile_generic(tp: Any) -> tuple[_Converter, _Converter]:
         (item,) = args or (Any,)
         ienc, idec = _converters(item)
 
-        def enc_list(v: Any) -> list:
+        def enc_list(v: Any) -> list[Any]:
             if not isinstance(v, (list, tuple)):
                 raise CodecError(f"expected list, got {_type_name(v)}")
             out = []
@@ -178,7 +178,7 @@ def _compile_generic(tp: Any) -> tuple[_Converter, _Converter]:
                     raise e.within(f"[{i}]") from None
             return out
 
-        def dec_list(v: Any) -> list:
+        def dec_list(v: Any) -> list[Any]:
             if type(v) is not list:
                 raise CodecError(f"expected list, got {_type_name(v)}")
             try:
@@ -198,7 +198,7 @@ def _compile_generic(tp: Any) -> tuple[_Converter, _Converter]:
             raise TypeError(f"codec supports only dict[str, X], not {tp}")
         venc, vdec = _converters(val)
 
-        def enc_dict(v: Any) -> dict:
+        def enc_dict(v: Any) -> dict[str, Any]:
             if not isinstance(v, dict):
                 raise CodecError(f"expected dict, got {_type_name(v)}")
             out = {}
@@ -211,7 +211,7 @@ def _compile_generic(tp: Any) -> tuple[_Converter, _Converter]:
                     raise e.within(f"[{k!r}]") from None
             return out
 
-        def dec_dict(v: Any) -> dict:
+        def dec_dict(v: Any) -> dict[str, Any]:
             if type(v) is not dict:
                 raise CodecError(f"expected object, got {_type_name(v)}")
             out = {}
@@ -345,7 +345,7 @@ def to_json(obj: Any) -> Any:
 def from_json(cls: type[T], data: Any) -> T:
     """Build a ``cls`` instance from JSON-ready Python values."""
     try:
-        return _converters(cls)[1](data)
+        return cast(T, _converters(cls)[1](data))
     except CodecError as e:
         raise e.within(cls.__name__) from None
 

@@ -37,7 +37,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, code: int = EXIT_FAILED):
         super().__init__(message)
-        self.exit_code = code
+        self.exit_code = code  # type: ignore[misc]  # click declares a class default; its exit() reads the instance
 
     def show(self, file=None) -> None:
         error_line(self.message)
@@ -65,7 +65,7 @@ class TgCommand(click.Command):
         return ctx
 
 
-_LONG_WORD = re.compile(r"\S{%d,}" % (ECHO_LIMIT + 1))
+_LONG_WORD = re.compile(rf"\S{{{ECHO_LIMIT + 1},}}")
 
 
 # ------------------------------------------------------------------------------- stdout
@@ -321,6 +321,8 @@ async def _interruptible(body: Awaitable[Any]) -> Any:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return await body
     task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("run as a task")
     loop = asyncio.get_running_loop()
     interrupted = False
 

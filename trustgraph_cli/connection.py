@@ -21,12 +21,15 @@ import os
 import socket
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trustgraph_base.processor.client import RequestResponseClient
-from trustgraph_base.pubsub import BackendUnavailable
+from trustgraph_base.pubsub import Backend, BackendUnavailable
 from trustgraph_base.pubsub.topics import request_queue, response_queue
 from trustgraph_flow.manifest import PROCESSORS, closure
+
+if TYPE_CHECKING:
+    from trustgraph_flow.embedded import EmbeddedStack
 
 #: Seconds to reach the broker's port / to finish the Pulsar handshake.
 PROBE_SECONDS = 3.0
@@ -62,8 +65,8 @@ class Connection:
         self.needs = needs
         self.timeout = timeout
         self.flow = flow
-        self.stack = None
-        self.backend = None
+        self.stack: EmbeddedStack | None = None
+        self.backend: Backend | None = None
         self._attached = None
         self._clients: dict[str, RequestResponseClient] = {}
         self._task: asyncio.Task | None = None  # runs the command's body while the connection is open
@@ -94,8 +97,8 @@ class Connection:
             from trustgraph_flow.embedded import start_embedded
 
             native_runtime_started = True
-            self.stack = await start_embedded(self.home, only=self.needs, flow=self.flow)
-            self.backend = self.stack.backend
+            self.stack = stack = await start_embedded(self.home, only=self.needs, flow=self.flow)
+            self.backend = stack.backend
         self._watch(self.stack or self._attached)
         return self
 
@@ -119,6 +122,8 @@ class Connection:
 
         c = self._clients.get(service)
         if c is None:
+            if self.backend is None:
+                raise RuntimeError("the connection is not open")
             s = SERVICES[service]
             c = RequestResponseClient(self.backend, service, request_queue(service, self.flow),
                                       response_queue(service, self.flow), s.request, s.response,
@@ -141,7 +146,7 @@ class Connection:
     async def __aexit__(self, exc_type, exc, tb) -> None:
         if self._unwatch is not None:
             self._unwatch()  # from here on a failure is raised by wait_idle
-        if self._cancelled_on_failure:
+        if self._cancelled_on_failure and self._task is not None:
             self._task.uncancel()
         stack = self.stack or self._attached
         for c in self._clients.values():

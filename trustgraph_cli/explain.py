@@ -99,6 +99,7 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
 async def _statuses(conn, user: str, collection: str, uris: list[str]) -> dict[str, str]:
     """``complete`` / ``failed`` / ``incomplete`` of each listed trace, from one batched look-up of final stages."""
     from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.rdf.terms import spo
     from trustgraph_base.schema import IRI, Term, TriplePattern
 
     from .trace_model import final_stage_uris
@@ -107,8 +108,8 @@ async def _statuses(conn, user: str, collection: str, uris: list[str]) -> dict[s
     ends = {u: final_stage_uris(u) for u in uris}
     wanted = [e for pair in ends.values() for e in pair if e]
     rdf_type = Term(IRI, ns.RDF_TYPE)
-    found = {t.s.value for t in await query(conn, user, collection, [
-        TriplePattern(s=Term(IRI, e), p=rdf_type, g=ns.GRAPH_RETRIEVAL, limit=1) for e in wanted])}
+    found = {s.value for s, _, _ in map(spo, await query(conn, user, collection, [
+        TriplePattern(s=Term(IRI, e), p=rdf_type, g=ns.GRAPH_RETRIEVAL, limit=1) for e in wanted]))}
     return {u: "failed" if error in found else "complete" if final in found else "incomplete"
             for u, (final, error) in ends.items()}
 
@@ -151,6 +152,8 @@ def check_trace_uri(uri: str) -> str:
 async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, target):
     """Show one stored trace: every stage, edge reasons and sources, the answer; or export it as RDF."""
     from trustgraph_base.provenance.walk import trace_answers, trace_questions
+    from trustgraph_base.rdf.terms import quoted as triple_of
+    from trustgraph_base.rdf.terms import spo
 
     from .trace_model import TraceIndex, build_trace, trace_type
     from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples, removed_sources
@@ -169,14 +172,14 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
             out_document(serialize(triples, fmt, drop_graphs=False) if fmt == "trig" else
                          serialize(triples, "turtle", drop_graphs=True))
             return
-        edges = [t.o.triple for t in triples if t.p.value.endswith("/ns/edge") and t.o.type == "t"]
+        spos = [spo(t) for t in triples]
+        edges = [triple_of(o) for _, p, o in spos if p.value.endswith("/ns/edge") and o.type == "t"]
         labels = await LabelCache(conn, user, collection).resolve(iris_in_terms(
-            [x for e in edges for x in (e.s, e.p, e.o)] + [t.o for t in triples
-                                                          if t.p.value.endswith("/ns/entity")]))
+            [x for e in edges for x in (e.s, e.p, e.o)] + [o for _, p, o in spos if p.value.endswith("/ns/entity")]))
         chains, removed = {}, set()
         if show_provenance or fmt == "json":
             chains.update(await edge_chains(conn, user, collection, edges))
-            chunks = [t.o.value for t in triples if t.p.value.endswith("/ns/selectedChunk")]
+            chunks = [o.value for _, p, o in spos if p.value.endswith("/ns/selectedChunk")]
             chains.update(await chunk_chains(conn, user, collection, chunks))
             removed = await removed_sources(conn, user, collection, edges, chunks, chains)
         # only the trace's own documents: a (forged) trace may point tg:document at any document
@@ -241,7 +244,8 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
     p(f"=== {_TYPES[kind]} trace: {trace['uri']} ===")
     p(f"Question: {trace['question']}")
     p(f"Time: {trace['time']}")
-    p(f"Status: {_STATUS_TEXT.get(trace.get('status'), trace.get('status'))}")
+    status = trace["status"]
+    p(f"Status: {_STATUS_TEXT.get(status, status)}")
     if trace.get("parent"):
         p(f"Asked by: {trace['parent']}")
     if trace.get("grounding"):

@@ -154,11 +154,11 @@ class ExplainPrinter:
         sources: dict[str, list[str]] = {}
         for es in edge_sources or ():
             key = serialize_term(Term(TRIPLE, triple=es.edge))
-            sources.setdefault(key, []).append(chain_text([{"uri": l.uri, "type": l.type, "label": l.label}
-                                                           for l in es.chain]))
+            sources.setdefault(key, []).append(chain_text([{"uri": link.uri, "type": link.type, "label": link.label}
+                                                           for link in es.chain]))
         out(f"[focus] {uri}")
         out(f"    Selected {len(sels)} edge(s)")
-        for sel, edge in zip(sels, edges):
+        for sel, edge in zip(sels, edges, strict=True):
             if edge is None or edge.type != TRIPLE:
                 out(f"      Edge: (missing triple term in {sel})")
                 continue

@@ -58,6 +58,7 @@ async def document_tree(conn, user: str, collection: str, document_id: str, *, s
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.provenance import uris
     from trustgraph_base.rdf.labels import term_label
+    from trustgraph_base.rdf.terms import spo
     from trustgraph_base.schema import IRI, TRIPLE, LibrarianRequest, Term, TriplePattern
 
     from .traces import LabelCache, iris_in_terms, query
@@ -69,13 +70,13 @@ async def document_tree(conn, user: str, collection: str, document_id: str, *, s
     meta = (await librarian("get-document-metadata", document_id)).document_metadata
     pages = (await librarian("list-children", document_id)).document_metadatas
     number, label = {}, {}
-    for t in await query(conn, user, collection, [
+    for subject, predicate, obj in map(spo, await query(conn, user, collection, [
             TriplePattern(s=Term(IRI, p.id), p=Term(IRI, pred), g=ns.GRAPH_SOURCE, limit=1)
-            for p in pages for pred in (ns.TG_PAGE_NUMBER, ns.RDFS_LABEL)]):
-        if t.p.value == ns.TG_PAGE_NUMBER and t.o.value.isdigit():
-            number[t.s.value] = int(t.o.value)
-        elif t.p.value == ns.RDFS_LABEL:
-            label[t.s.value] = t.o.value
+            for p in pages for pred in (ns.TG_PAGE_NUMBER, ns.RDFS_LABEL)])):
+        if predicate.value == ns.TG_PAGE_NUMBER and obj.value.isdigit():
+            number[subject.value] = int(obj.value)
+        elif predicate.value == ns.RDFS_LABEL:
+            label[subject.value] = obj.value
     tree = {"document": document_id, "title": meta.title, "kind": meta.kind, "size": meta.size,
             "loaded_at": _iso(meta.time), "pages": []}
     contains = Term(IRI, ns.TG_CONTAINS)
@@ -87,9 +88,9 @@ async def document_tree(conn, user: str, collection: str, document_id: str, *, s
             TriplePattern(s=Term(IRI, uris.subgraph_uri(c.id)), p=contains, g=ns.GRAPH_SOURCE, limit=100000)
             for c in chunks])
         by_sg: dict[str, list] = {}
-        for t in found:
-            if t.o.type == TRIPLE:
-                by_sg.setdefault(t.s.value, []).append(t.o.triple)
+        for subject, _, obj in map(spo, found):
+            if obj.type == TRIPLE:
+                by_sg.setdefault(subject.value, []).append(obj.triple)
         page_node = {"uri": page.id, "title": page.title, "number": number.get(page.id),
                      "label": label.get(page.id, ""), "chunks": []}
         for c in chunks:

@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import click
 
@@ -353,7 +354,7 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
     :param carrier: what carries the messages (``Pulsar``, ``the gateway``), for the size error.
     """
     from trustgraph_base.codec import encode
-    from trustgraph_base.provenance.triples import validate_iri
+    from trustgraph_base.rdf.terms import validate_iri
     from trustgraph_flow.ingest.decoding import (
         DEFAULT_MAX,
         TEXT_KINDS,
@@ -378,7 +379,7 @@ def read_source(path: Path, *, user: str, collection: str, title: str | None, ki
         detected = detect(shown, content) if kind is None else None
     except ValueError as e:
         raise CliError(str(e), EXIT_USAGE) from None
-    k = kind or detected.kind
+    k = kind or (detected.kind if detected is not None else "")
     if k in TEXT_KINDS:  # text is checked here; the librarian checks the other kinds as it stores them
         encoding = encoding or (detected.encoding if detected is not None else None)
         try:
@@ -422,11 +423,11 @@ def _report_failures(failures: list[tuple[int, CliError]]) -> None:
     common code, or 1 when they differ)."""
     if not failures:
         return
-    failures = [f for _position, f in sorted(failures, key=lambda pf: pf[0])]
-    for f in failures[:-1]:
+    ordered = [f for _position, f in sorted(failures, key=lambda pf: pf[0])]
+    for f in ordered[:-1]:
         error_line(f.message)
-    codes = {f.exit_code for f in failures}
-    raise CliError(failures[-1].message, codes.pop() if len(codes) == 1 else EXIT_FAILED)
+    codes = {f.exit_code for f in ordered}
+    raise CliError(ordered[-1].message, codes.pop() if len(codes) == 1 else EXIT_FAILED)
 
 
 @click.command("tg-load-document", cls=TgCommand)
@@ -540,7 +541,7 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
     try:
         with open(file, "rb") as fh:
             reader = _HashingReader(fh)
-            triples = parse(reader, fmt)
+            triples = parse(cast(BinaryIO, reader), fmt)  # the parser only calls read()
             while reader.read(1 << 20):  # whatever the parser left unread still names the load
                 pass
     except OSError as e:
@@ -565,13 +566,13 @@ async def load_turtle(file, fmt, batch_size, user, collection, target):
             entq = await conn.backend.create_producer(flow_queue("entity-contexts", conn.flow))
             for i, b in enumerate(batches):
                 await store.send(encode(triples_message(b, root, i, user, collection)))
-            for i, b in enumerate(ent_batches):
-                await entq.send(encode(entities_message(b, root, i, user, collection)))
+            for i, eb in enumerate(ent_batches):
+                await entq.send(encode(entities_message(eb, root, i, user, collection)))
             await store.close()
             await entq.close()
             want = {"stored": {f"{root}#{i}" for i in range(len(batches))},
                     "graph-embedded": {f"{root}#e{i}" for i in range(len(ent_batches))}}
-            got = {k: set() for k in want}
+            got: dict[str, set[str]] = {k: set() for k in want}
             with Progress(console=_stderr_console()) as bars:
                 task = bars.add_task(escape(printable(clip(file.name, 40))), total=len(batches) + len(ent_batches))
                 loop = asyncio.get_running_loop()

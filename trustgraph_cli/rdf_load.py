@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from trustgraph_base.codec import encode
 from trustgraph_base.provenance import namespaces as ns
-from trustgraph_base.rdf.terms import MAX_LITERAL_LENGTH, TermError, serialize_term, validate_triple
+from trustgraph_base.rdf.terms import MAX_LITERAL_LENGTH, TermError, serialize_term, spo, validate_triple
 from trustgraph_base.schema import IRI, LITERAL, EntityContext, EntityContexts, Metadata, Triple, Triples, iri
 from trustgraph_base.store.errors import InvalidQuery
 from trustgraph_base.store.triples import prepare_triples
@@ -91,7 +91,7 @@ def _check_terms(triples: Sequence[Triple]) -> None:
     except InvalidQuery:
         pass
     for t in triples:  # find the refused triple and say why
-        for position, term in (("subject", t.s), ("predicate", t.p), ("object", t.o)):
+        for position, term in zip(("subject", "predicate", "object"), spo(t), strict=True):
             if term.type == LITERAL and len(term.value) > MAX_LITERAL_LENGTH:
                 raise LoadRefused(f"the {position} of {_where(t)} is a literal of {len(term.value):,} characters; "
                                   f"the store takes literals of at most {MAX_LITERAL_LENGTH:,}")
@@ -106,8 +106,9 @@ def _entities(triples: Sequence[Triple]) -> list[EntityContext]:
     """The labelled IRIs to embed (the last ``rdfs:label`` of each, in the default graph), checked."""
     labels: dict[str, str] = {}
     for t in triples:
-        if t.p.value == ns.RDFS_LABEL and t.s.type == IRI and t.o.type == LITERAL and not t.g:
-            labels[t.s.value] = t.o.value
+        s, p, o = spo(t)
+        if p.value == ns.RDFS_LABEL and s.type == IRI and o.type == LITERAL and not t.g:
+            labels[s.value] = o.value
     out = []
     for entity, label in labels.items():
         text = label if label.isprintable() else " ".join(label.split())  # a multi-line label on one line
@@ -159,7 +160,8 @@ def _batches(items: Sequence, count: int, max_bytes: int | None, size, what: str
 
 def _where(t: Triple) -> str:
     """``<subject> <predicate>`` of a triple, each cut to a readable length."""
-    return f"{clip(serialize_term(t.s))} {clip(serialize_term(t.p))}"
+    s, p, _ = spo(t)
+    return f"{clip(serialize_term(s))} {clip(serialize_term(p))}"
 
 
 def triples_message(batch: list[Triple], root: str, index: int, user: str, collection: str) -> Triples:

@@ -37,7 +37,7 @@ from typing import Any
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance.uris import final_stage_uris
-from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.rdf.terms import quoted, serialize_term, spo
 from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 
 __all__ = ["TraceIndex", "build_trace", "trace_type", "trace_status", "final_stage_uris", "term_json",
@@ -54,9 +54,9 @@ TYPE_NAMES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
 def term_json(term: Term) -> dict:
     kind = {IRI: "iri", LITERAL: "literal", BLANK: "blank", TRIPLE: "triple"}[term.type]
     if term.type == TRIPLE:
-        t = term.triple
+        s, p, o = spo(quoted(term))
         return {"type": kind, "value": serialize_term(term),
-                "triple": {"s": term_json(t.s), "p": term_json(t.p), "o": term_json(t.o)}}
+                "triple": {"s": term_json(s), "p": term_json(p), "o": term_json(o)}}
     out = {"type": kind, "value": term.value}
     if term.datatype:
         out["datatype"] = term.datatype
@@ -72,12 +72,12 @@ class TraceIndex:
         self.props: dict[str, dict[str, list[Term]]] = defaultdict(lambda: defaultdict(list))
         self.children: dict[str, list[tuple[str, str]]] = defaultdict(list)  # object -> [(predicate, subject)]
         self.triples = list(triples)
-        for t in self.triples:
-            if t.s.type != IRI:
+        for s, p, o in map(spo, self.triples):
+            if s.type != IRI:
                 continue
-            self.props[t.s.value][t.p.value].append(t.o)
-            if t.o.type == IRI and t.p.value in (ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY):
-                self.children[t.o.value].append((t.p.value, t.s.value))
+            self.props[s.value][p.value].append(o)
+            if o.type == IRI and p.value in (ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY):
+                self.children[o.value].append((p.value, s.value))
 
     def one(self, s: str, p: str) -> Term | None:
         values = self.props.get(s, {}).get(p)
@@ -130,7 +130,7 @@ def _error(index: TraceIndex, stages: list[str]) -> dict | None:
     return None
 
 
-def build_trace(triples: Iterable[Triple], uri: str, *, labels: Mapping[str, str] | None = None,
+def build_trace(triples: Iterable[Triple] | TraceIndex, uri: str, *, labels: Mapping[str, str] | None = None,
                 answers: Mapping[str, str] | None = None, chains: Mapping[str, list] | None = None,
                 removed: frozenset | set = frozenset(), _within: frozenset = frozenset()) -> dict:
     """The structured trace rooted at Question ``uri``.
@@ -236,9 +236,9 @@ def _graphrag(index: TraceIndex, q: str, labels, answers, chains, removed) -> di
                                     "concept": index.text(sel, ns.TG_CONCEPT) or "", "sources": [],
                                     "source_removed": False}
             if edge is not None and edge.type == TRIPLE:
-                t = edge.triple
-                item["edge"] = {"s": term_json(t.s), "p": term_json(t.p), "o": term_json(t.o)}
-                item["labels"] = {"s": _label(t.s, labels), "p": _label(t.p, labels), "o": _label(t.o, labels)}
+                s, p, o = spo(quoted(edge))
+                item["edge"] = {"s": term_json(s), "p": term_json(p), "o": term_json(o)}
+                item["labels"] = {"s": _label(s, labels), "p": _label(p, labels), "o": _label(o, labels)}
                 item["sources"] = chains.get(serialize_term(edge), [])
                 item["source_removed"] = serialize_term(edge) in removed
             selected.append(item)
@@ -279,7 +279,8 @@ def _thought(index: TraceIndex, analysis: str, answers: Mapping[str, str]) -> st
 
 def _agent(index: TraceIndex, q: str, labels, answers, chains, removed, within: frozenset) -> dict:
     """Question <- Analysis <- Observation <- Analysis ... <- Conclusion (v2); Analysis <- Analysis (v1)."""
-    analyses, conclusion, node, seen = [], None, q, set()
+    analyses, conclusion, seen = [], None, set()
+    node: str | None = q
     while node and node not in seen:
         seen.add(node)
         nxt = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from trustgraph_base.provenance import namespaces as ns
-from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.rdf.terms import quoted, serialize_term, spo
 from trustgraph_base.schema import IRI, LITERAL, TRIPLE, Term, Triple, TriplePattern, TriplesQueryRequest
 
 from .connection import Connection
@@ -48,13 +48,13 @@ class LabelCache:
             label = Term(IRI, ns.RDFS_LABEL)
             found = await query(self.conn, self.user, self.collection,
                                 [TriplePattern(s=Term(IRI, i), p=label, g="", limit=1) for i in missing])
-            for t in found:
-                if t.o.type == LITERAL:
-                    self.labels.setdefault(t.s.value, t.o.value)
+            for s, _, o in map(spo, found):
+                if o.type == LITERAL:
+                    self.labels.setdefault(s.value, o.value)
         return self.labels
 
 
-def iris_in_terms(terms: Iterable[Term]) -> list[str]:
+def iris_in_terms(terms: Iterable[Term | None]) -> list[str]:
     out = []
     for term in terms:
         if term is None:
@@ -62,7 +62,8 @@ def iris_in_terms(terms: Iterable[Term]) -> list[str]:
         if term.type == IRI:
             out.append(term.value)
         elif term.type == TRIPLE:
-            out += iris_in_terms([term.triple.s, term.triple.p, term.triple.o])
+            t = quoted(term)
+            out += iris_in_terms([t.s, t.p, t.o])
     return out
 
 
@@ -76,7 +77,8 @@ async def edge_chains(conn: Connection, user: str, collection: str, edges: list[
     out: dict[str, list] = {}
     for es in build_source_chains(edges, found):
         key = serialize_term(Term(TRIPLE, triple=es.edge))
-        out.setdefault(key, []).append([{"uri": l.uri, "type": l.type, "label": l.label} for l in es.chain])
+        out.setdefault(key, []).append([{"uri": link.uri, "type": link.type, "label": link.label}
+                                        for link in es.chain])
     return out
 
 
@@ -90,18 +92,21 @@ async def chunk_chains(conn: Connection, user: str, collection: str, chunks: lis
     found = await query(conn, user, collection,
                         [TriplePattern(s=Term(IRI, c), p=typ, g=ns.GRAPH_SOURCE, limit=5) for c in chunks],
                         **source_walk(depth=3))
-    parent, label, kind = {}, {}, {}
+    parent: dict[str, str] = {}
+    label: dict[str, str] = {}
+    kind: dict[str, str] = {}
     names = {ns.TG_CHUNK_TYPE: "chunk", ns.TG_PAGE_TYPE: "page", ns.TG_DOCUMENT_TYPE: "document"}
-    for t in found:
-        if t.p.value == ns.PROV_WAS_DERIVED_FROM and t.o.type == IRI:
-            parent.setdefault(t.s.value, t.o.value)
-        elif t.p.value == ns.RDFS_LABEL:
-            label.setdefault(t.s.value, t.o.value)
-        elif t.p.value == ns.RDF_TYPE and t.o.value in names:
-            kind[t.s.value] = names[t.o.value]
+    for s, p, o in map(spo, found):
+        if p.value == ns.PROV_WAS_DERIVED_FROM and o.type == IRI:
+            parent.setdefault(s.value, o.value)
+        elif p.value == ns.RDFS_LABEL:
+            label.setdefault(s.value, o.value)
+        elif p.value == ns.RDF_TYPE and o.value in names:
+            kind[s.value] = names[o.value]
     out = {}
     for c in chunks:
-        chain, node = [], c
+        chain: list[dict[str, str]] = []
+        node: str | None = c
         while node and len(chain) < 6:
             chain.append({"uri": node, "type": kind.get(node, ""), "label": label.get(node, "")})
             node = parent.get(node)
@@ -125,5 +130,5 @@ async def removed_sources(conn: Connection, user: str, collection: str, edges: l
 
 def chain_text(chain: list[dict]) -> str:
     """``Chunk 3 → Page 2 → The Curies`` (the subgraph link is left out)."""
-    parts = [l["label"] or l["uri"] for l in chain if l.get("type") != "subgraph"]
+    parts = [link["label"] or link["uri"] for link in chain if link.get("type") != "subgraph"]
     return " → ".join(parts)

@@ -28,7 +28,7 @@ from .graph_target import (
     load_graph,
     open_target,
 )
-from .interleaving import Variants, interleaved_order, on_off_figures
+from .interleaving import DEFAULT_CPU_WHAT, Variants, interleaved_order, on_off_figures
 from .llm import LLM_LATENCY_MS, LlmEndpoint, shared_embedder, stack_settings
 from .recording import (
     Answer,
@@ -43,7 +43,8 @@ from .recording import (
 from .suite import Suite, bench_parser, load_note, report, run_on_suite
 
 __all__ = [
-    "CONCURRENCY", "LLM_LATENCY_MS", "OWN_PROCESSES", "QUERY_PROCESSORS", "STORE_SERVICES", "Answer", "Call",
+    "CONCURRENCY", "DEFAULT_CPU_WHAT", "LLM_LATENCY_MS", "OWN_PROCESSES", "QUERY_PROCESSORS", "STORE_SERVICES",
+    "Answer", "Call",
     "CountingStore", "Deployment", "GraphRagTarget", "LlmEndpoint", "ProcessLookups", "QueryRecord",
     "RecordingPorts", "Servers", "ServiceProcesses", "Suite", "Variants", "bench_parser", "close_target",
     "dependent_rounds", "graph_for", "interleaved_order", "load_graph", "load_note", "on_off_figures",

@@ -52,9 +52,13 @@ def interleaved_order(items: Sequence[Any], rep: int) -> list[Any]:
     return out if (rep // n) % 2 == 0 else out[::-1]
 
 
+#: What the CPU figures of :func:`on_off_figures` count, unless a benchmark says otherwise.
+DEFAULT_CPU_WHAT = "services + bus + client (+ SQLite when embedded)"
+
+
 def on_off_figures(v: Variants, stack: str, what: str, reps: int, target: float = 1.05,
                    cpu: Variants | None = None, unit_note: str = "",
-                   cpu_what: str = "services + bus + client (+ SQLite when embedded)") -> list[Figure]:
+                   cpu_what: str = DEFAULT_CPU_WHAT) -> list[Figure]:
     """Latency on and off, their ratio (the target) and, if measured, the same for CPU time (of ``cpu_what``)."""
     on, off = v.all(stack, "on"), v.all(stack, "off")
     ratio, per_rep = v.ratio((stack, "on"), (stack, "off"))

@@ -39,7 +39,10 @@ class LlmEndpoint:
                 json.dump(script, f)
             cmd += ["--script", self._script_file]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
+        stdout = self.proc.stdout
+        if stdout is None:  # stdout=PIPE always gives one
+            raise RuntimeError("the LLM test server has no stdout pipe")
+        line = stdout.readline().strip()
         if not line.startswith("http://127.0.0.1:"):
             self.proc.kill()
             raise RuntimeError(f"the LLM test server did not start (said {line!r})")

@@ -176,7 +176,7 @@ def _drop_keyspaces(users: list[str], cassandra) -> None:
             if not event.wait(max(0.0, deadline - time.monotonic())) or user in errors:
                 # a slow drop on a busy node must not fail the tests
                 warnings.warn(f"DROP KEYSPACE of e2e user {user} not confirmed within {DROP_WAIT_SECONDS:g} s "
-                              f"(Cassandra completes it on its own): {errors.get(user)!r}")
+                              f"(Cassandra completes it on its own): {errors.get(user)!r}", stacklevel=2)
     finally:
         cluster.shutdown()
 

@@ -295,8 +295,8 @@ def _edges(d, doc_id: str, collection: str) -> list:
 
 @pytest.mark.parametrize("unsupported", [False, True], ids=["librarian-refuses", "and-one-refused-first"])
 def test_several_files_one_refused_the_others_load_completely(deployment, tmp_path, unsupported):
-    """The file the librarian refuses sits between two good ones (which used to be left stored but
-    unprocessed, and never loaded); a file refused before anything is sent fails alone too."""
+    """The file the librarian refuses sits between two good ones, which still load completely (not
+    left stored but unprocessed); a file refused before anything is sent fails alone too."""
     d = deployment
     collection = _unique("multi")
     good1 = tmp_path / "quill.txt"

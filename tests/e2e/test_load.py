@@ -99,7 +99,7 @@ def test_show_extraction_provenance_tree_and_json_agree(deployment):
     chunk_lines = [line for line in tree if line.startswith("   └─ Chunk ")]
     chunks = [c for page in data["pages"] for c in page["chunks"]]
     assert len(chunk_lines) == len(chunks) > 1
-    for line, c in zip(chunk_lines, chunks):
+    for line, c in zip(chunk_lines, chunks, strict=True):
         assert line == f"   └─ {c['label']}  {c['uri']}  ({len(c['edges'])} edge(s))"
     assert sum(line.startswith("      • (") for line in tree) == sum(len(c["edges"]) for c in chunks)
     assert sum(line.startswith('      "') for line in tree) == len(chunks)  # --show-content

@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import uuid
+from functools import partial
 
 import pytest
 
@@ -246,11 +247,11 @@ def test_collections_of_one_user_are_isolated(lib):
     add_tree(lib, user, "a")
     lib.store.add_document(user, "b", meta("only-in-b"), b"b's own")
     for doc_id in TREE_IDS:  # nothing of collection a is reachable from collection b
-        for call in (lambda: lib.store.get_metadata(user, "b", doc_id),
-                     lambda: lib.store.get_content(user, "b", doc_id),
-                     lambda: lib.store.stream_content(user, "b", doc_id),
-                     lambda: lib.store.list_children(user, "b", doc_id),
-                     lambda: lib.store.remove_document(user, "b", doc_id)):
+        for call in (partial(lib.store.get_metadata, user, "b", doc_id),
+                     partial(lib.store.get_content, user, "b", doc_id),
+                     partial(lib.store.stream_content, user, "b", doc_id),
+                     partial(lib.store.list_children, user, "b", doc_id),
+                     partial(lib.store.remove_document, user, "b", doc_id)):
             with pytest.raises(NotFound, match="collection 'b'"):
                 call()
     for document_type in ("source", "page", "chunk", "answer"):
@@ -351,15 +352,15 @@ def test_invalid_collections_are_refused(lib):
     user = lib.user()
     lib.store.add_document(user, COLL, meta("doc"), b"x")
     for bad in ("", "../etc", "a b", "x" * 65, "c'); DROP TABLE library_documents;--", None):
-        for call in (lambda: lib.store.add_document(user, bad, meta("doc"), b"x"),
-                     lambda: lib.store.add_child(user, bad, "doc", meta("c", document_type="chunk"), b"x"),
-                     lambda: lib.store.get_metadata(user, bad, "doc"),
-                     lambda: lib.store.get_content(user, bad, "doc"),
-                     lambda: lib.store.stream_content(user, bad, "doc"),
-                     lambda: lib.store.list_documents(user, bad),
-                     lambda: lib.store.list_children(user, bad, "doc"),
-                     lambda: lib.store.remove_document(user, bad, "doc"),
-                     lambda: lib.store.delete_collection(user, bad)):
+        for call in (partial(lib.store.add_document, user, bad, meta("doc"), b"x"),
+                     partial(lib.store.add_child, user, bad, "doc", meta("c", document_type="chunk"), b"x"),
+                     partial(lib.store.get_metadata, user, bad, "doc"),
+                     partial(lib.store.get_content, user, bad, "doc"),
+                     partial(lib.store.stream_content, user, bad, "doc"),
+                     partial(lib.store.list_documents, user, bad),
+                     partial(lib.store.list_children, user, bad, "doc"),
+                     partial(lib.store.remove_document, user, bad, "doc"),
+                     partial(lib.store.delete_collection, user, bad)):
             with pytest.raises(InvalidQuery, match="invalid collection name"):
                 call()
     assert lib.store.get_content(user, COLL, "doc") == b"x"  # nothing was touched

@@ -19,7 +19,14 @@ from trustgraph_base.processor import (
     RequestResponseClient,
     RequestTimeout,
 )
-from trustgraph_base.pubsub import dead_letter_queue, flow_queue, open_backend, request_queue, response_queue
+from trustgraph_base.pubsub import (
+    ReceiveTimeout,
+    dead_letter_queue,
+    flow_queue,
+    open_backend,
+    request_queue,
+    response_queue,
+)
 from trustgraph_base.schema import Error
 
 
@@ -321,7 +328,7 @@ async def test_each_client_receives_only_its_own_replies(backend, flow_name):
         rb = [[m async for m in b.stream(Ask(text=f"b{i}", parts=2))] for i in range(5)]
     assert [r.text for r in ra] == [f"a{i}:0" for i in range(10)]
     assert [[m.text for m in s] for s in rb] == [[f"b{i}:0", f"b{i}:1"] for i in range(5)]
-    with pytest.raises(Exception):  # nothing went to the shared response topic
+    with pytest.raises(ReceiveTimeout):  # nothing went to the shared response topic
         await watcher.receive(timeout=1.0)
     await watcher.close()
     await svc.stop()
@@ -338,7 +345,7 @@ async def test_reply_to_outside_the_response_queue_is_ignored(backend, flow_name
     reply = await shared.receive(timeout=20)  # falls back to the service's own response queue
     await shared.ack(reply)
     assert decode(Answer, reply.data).text == "evil:0"
-    with pytest.raises(Exception):
+    with pytest.raises(ReceiveTimeout):
         await victim.receive(timeout=1.0)
     for c in (victim, shared):
         await c.close()

@@ -152,7 +152,8 @@ def test_keyspace_table_write_read_drop(cassandra_session, keyspace):
         "SELECT keyspace_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
     )
     assert list(left) == []
-    assert keyspace not in {row.keyspace_name for row in session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
+    keyspaces = session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
+    assert keyspace not in {row.keyspace_name for row in keyspaces}
 
 
 def test_sai_vector_index_answers_ann_query(cassandra_session, keyspace):

@@ -191,7 +191,7 @@ def test_batched_patterns_of_one_shape_answer_exactly_like_single_queries(store,
     single = [store.query(user, "c", pat) for pat in patterns]
     assert [[key(t) for t in r] for r in batched] == [[key(t) for t in r] for r in single]
     assert [len(r) for r in batched[:9]] == [0, 1, 2, 3, 3, 3, 3, 3, 3]          # per-pattern limits
-    for pat, got in zip(patterns, batched):
+    for pat, got in zip(patterns, batched, strict=True):
         assert keys(got) <= {key(t) for t in data if matches(t, pat)}, pat
         if pat.limit == 0:
             assert keys(got) == {key(t) for t in data if matches(t, pat)}, pat
@@ -273,7 +273,7 @@ def test_literals_keep_datatype_language_escapes_and_non_ascii(store, user):
     assert {t.s.value for t in store.query(user, "c", TriplePattern(o=literal("42", datatype=XSD_INT)))} == {f"{EX}s/0"}
     assert {t.s.value for t in store.query(user, "c", TriplePattern(o=literal("colour", language="EN-gb")))} == {
         f"{EX}s/4"}
-    for i, o in enumerate(objects):
+    for o in objects:
         assert sorted(t.s.value for t in store.query(user, "c", TriplePattern(p=P, o=o))) == sorted(
             t.s.value for t in data if serialize_term(t.o) == serialize_term(o))
 
@@ -379,7 +379,7 @@ def test_names_that_differ_only_in_case_or_punctuation_never_share_storage(store
     base = uuid.uuid4().hex[:8]
     names = [f"Ann{base}", f"ann{base}", f"a.nn{base}", f"a-nn{base}", f"a_nn{base}"]
     store.users.names.extend(names)
-    for i, name in enumerate(names):
+    for name in names:
         store.insert(name, "c", [Triple(A, P, literal(name))])
     for name in names:
         assert [t.o.value for t in store.query(name, "c", TriplePattern(s=A))] == [name]
@@ -651,19 +651,19 @@ def test_concurrent_claims_of_one_uri_have_one_winner(store, user):
     """Claims racing from several threads over two store objects (connections of their own): per URI
     exactly one wins, and its Question alone is stored and listed."""
     others = _another(store)
+
+    def claim(i: int, uri: str, gate: threading.Barrier, won: dict[int, bool]) -> None:
+        target = store if i % 2 else others
+        batch = agent_session_triples(uri, f"Run {i}?")
+        gate.wait()
+        won[i] = target.claim_trace(user, "c", batch)
+
     try:
         for round_ in range(4):
             uri = f"urn:trustgraph:agent:race{round_}"
             gate = threading.Barrier(8)
             won: dict[int, bool] = {}
-
-            def claim(i: int) -> None:
-                target = store if i % 2 else others
-                batch = agent_session_triples(uri, f"Run {i}?")
-                gate.wait()
-                won[i] = target.claim_trace(user, "c", batch)
-
-            threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+            threads = [threading.Thread(target=claim, args=(i, uri, gate, won)) for i in range(8)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -805,7 +805,8 @@ def test_cassandra_batches_fit_the_server_thresholds_and_never_draw_its_size_war
     assert store.batch_bytes <= settings["batch_size_fail_threshold"] // 2
     user = f"batch{uuid.uuid4().hex[:10]}"
     _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
-    triples = [Triple(iri(f"{EX}e/{i}"), iri(f"{EX}p/{i % 7}"), literal(("x" * (i % 250)) + str(i)), G1 if i % 3 else "")
+    triples = [Triple(iri(f"{EX}e/{i}"), iri(f"{EX}p/{i % 7}"), literal(("x" * (i % 250)) + str(i)),
+                      G1 if i % 3 else "")
                for i in range(6000)]
     with caplog.at_level("WARNING", logger="cassandra"):
         assert store.insert(user, "c", triples) == 6000
@@ -871,7 +872,10 @@ def test_cassandra_groups_writes_and_reads_by_replica_set_on_a_multi_node_ring(c
                                                                      port=cassandra_service.port))
     user = f"ring{uuid.uuid4().hex[:10]}"
     _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
-    two_sets = lambda routing_key: ("node-a",) if zlib.crc32(routing_key) % 2 else ("node-b",)  # noqa: E731
+
+    def two_sets(routing_key: bytes) -> tuple[str]:
+        return ("node-a",) if zlib.crc32(routing_key) % 2 else ("node-b",)
+
     store._one_replica_set = lambda: False
     store._replicas = lambda ks, routing_key: two_sets(routing_key)
     data = _many_nodes()

@@ -124,7 +124,10 @@ class ServerPair:
         return env
 
     def script(self, *args: str, timeout: float = 400.0) -> str:
-        """Run ``scripts/servers.sh args`` for this pair; raise :class:`ServersUnavailable` with its output on failure."""
+        """Run ``scripts/servers.sh args`` for this pair.
+
+        :raises ServersUnavailable: with the script's output, when it fails.
+        """
         try:
             r = subprocess.run(["bash", str(SERVERS_SH), *args], env=self._env(), capture_output=True, text=True,
                                timeout=timeout)

@@ -164,6 +164,20 @@ class FaultStack:
         return open_backend("pulsar", url=self.pair.pulsar_url, admin_url=self.pair.admin_url, nack_delay=nack_delay,
                             connect_timeout=connect_timeout)
 
+    async def client(self, service: str, timeout: float, owner: str):
+        """A started request/response client of ``service`` on a backend of its own: ``(backend, client)``."""
+        from trustgraph_base.processor.client import RequestResponseClient
+        from trustgraph_base.pubsub.topics import request_queue, response_queue
+        from trustgraph_flow.common.services import SERVICES
+
+        backend = self.backend()
+        s = SERVICES[service]
+        client = RequestResponseClient(backend, service, request_queue(service, self.flow),
+                                       response_queue(service, self.flow), s.request, s.response,
+                                       timeout=timeout, owner=owner)
+        await client.start()
+        return backend, client
+
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         for key in ("PULSAR_URL", "TG_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "TG_FLOW"):

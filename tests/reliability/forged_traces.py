@@ -102,10 +102,10 @@ def forgeries(draw, targets: Targets) -> Forgery:
     n = draw(st.integers(1, 3))
     sessions = [u.hex for u in draw(st.lists(st.uuids(), min_size=n, max_size=n, unique=True))]
     kinds = draw(st.lists(st.sampled_from(["graphrag", "docrag", "agent"]), min_size=n, max_size=n))
-    roots = [_root(k, s) for k, s in zip(kinds, sessions)]
+    roots = [_root(k, s) for k, s in zip(kinds, sessions, strict=True)]
     out = Forgery(roots=roots)
     built: list[str] = []       # nodes of the forged traces built so far (sub-trace parents)
-    for kind, session, root in zip(kinds, sessions, roots):
+    for kind, session, root in zip(kinds, sessions, roots, strict=True):
         parent = draw(st.one_of(st.none(), st.sampled_from(["urn:trustgraph:agent:nobody/i1", f"{root}/i1"]),
                                 st.sampled_from(targets.hook_nodes or [None]),
                                 st.sampled_from(built or [None])))

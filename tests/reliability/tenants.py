@@ -112,8 +112,8 @@ def cli_env(home: Path) -> dict[str, str]:
     return env
 
 
-def embedded(home: Path, user: str = "alice", collection: str = "lab") -> Deployment:
-    """A fresh TG_HOME whose sample corpus belongs to ``user``/``collection``."""
+def embedded(home: Path, user: str = "alice", collection: str = "lab", timeout: float = 120) -> Deployment:
+    """A fresh TG_HOME whose sample corpus belongs to ``user``/``collection`` (loaded within ``timeout`` s)."""
     from trustgraph_cli.connection import Connection
     from trustgraph_cli.load import load_documents
     from trustgraph_flow.embedded import INGEST, start_embedded
@@ -124,9 +124,9 @@ def embedded(home: Path, user: str = "alice", collection: str = "lab") -> Deploy
     async def ingest() -> None:
         stack = await start_embedded(home, only=tuple(dict.fromkeys(INGEST)), llm="extractive")
         try:
-            async with Connection.attach(stack, timeout=120) as conn:
+            async with Connection.attach(stack, timeout=timeout) as conn:
                 await load_documents(conn, user, collection, [(d.id, d.title, d.kind, d.content) for d in docs],
-                                     idle_timeout=120, show=False)
+                                     idle_timeout=timeout, show=False)
             await stack.wait_idle()
         finally:
             await stack.stop()

@@ -31,20 +31,6 @@ LATENCY_MS = 700
 CLIENT_TIMEOUT = 20.0
 
 
-async def graph_rag_client(stack):
-    from trustgraph_base.processor.client import RequestResponseClient
-    from trustgraph_base.pubsub.topics import request_queue, response_queue
-    from trustgraph_flow.common.services import SERVICES
-
-    backend = stack.backend()
-    s = SERVICES["graph-rag"]
-    client = RequestResponseClient(backend, "graph-rag", request_queue("graph-rag", stack.flow),
-                                   response_queue("graph-rag", stack.flow), s.request, s.response,
-                                   timeout=CLIENT_TIMEOUT, owner="fault-test")
-    await client.start()
-    return backend, client
-
-
 def librarian_reader(stack, collection: str):
     """document id -> the librarian's text of it (None if absent), read straight from Cassandra."""
     from trustgraph_base.store.errors import NotFound
@@ -118,7 +104,7 @@ async def run_with_fault(stack, name: str, fault, *, count: int = 6, concurrency
     """Queries in flight -> ``fault()`` (blocking, in a thread) -> recovery -> more queries -> audit."""
     collection = f"{name}-{uuid.uuid4().hex[:6]}"
     stack.llm.set_latency(LATENCY_MS)
-    backend, client = await graph_rag_client(stack)
+    backend, client = await stack.client("graph-rag", CLIENT_TIMEOUT, "fault-test")
     stream = QueryStream(client, stack.user, stack.collection, explain_collection=collection,
                          timeout=CLIENT_TIMEOUT)
     try:

@@ -36,25 +36,10 @@ QUESTION = "Who discovered polonium?"
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
     """A TG_HOME with the sample corpus, loaded by the real ingestion processors."""
-    from trustgraph_cli.connection import Connection
-    from trustgraph_cli.load import load_documents
-    from trustgraph_flow.embedded import INGEST, start_embedded
-    from trustgraph_flow.ingest.sample_corpus import sample_documents
+    from tenants import embedded
 
     path = tmp_path_factory.mktemp("tg-home")
-
-    async def ingest() -> None:
-        stack = await start_embedded(path, only=tuple(dict.fromkeys(INGEST)), llm="extractive")
-        try:
-            async with Connection.attach(stack, timeout=120) as conn:
-                await load_documents(conn, "trustgraph", "default",
-                                     [(d.id, d.title, d.kind, d.content) for d in sample_documents()],
-                                     idle_timeout=120, show=False)
-            await stack.wait_idle()
-        finally:
-            await stack.stop()
-
-    asyncio.run(ingest())
+    embedded(path, "trustgraph", "default")
     return path
 
 
@@ -217,7 +202,7 @@ async def test_store_outage_is_retried_not_dead_lettered(tmp_path):
         deadline = time.monotonic() + 60
         while outage.refused <= spec.max_redeliveries and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        assert outage.refused > spec.max_redeliveries  # the old rule would have dead-lettered it by now
+        assert outage.refused > spec.max_redeliveries  # more refusals than redeliveries, yet not dead-lettered
         outage.down = False
         while not store.count("u", "c", _pattern()) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)

@@ -520,7 +520,7 @@ def test_a_session_id_names_one_agent_run(fuzz_stack, sids, batches):
 
             for batch in plan:
                 replies = await asyncio.gather(*(ask(q, sid) for q, sid in batch))
-                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies)]
+                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies, strict=True)]
         await fuzz_stack.idle()
 
         async def q(patterns):

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from storage_faults import tmpfs
+from tenants import embedded
 from trace_audit import QueryRecord, ask, key, load_trace
 
 from trustgraph_base.provenance import uris
@@ -31,7 +32,7 @@ from trustgraph_base.store.errors import StoreEnvironmentError
 from trustgraph_base.store.librarian import open_librarian_store
 from trustgraph_base.store.triples import open_triples_store
 from trustgraph_cli.connection import Connection
-from trustgraph_flow.embedded import INGEST, start_embedded
+from trustgraph_flow.embedded import start_embedded
 from trustgraph_flow.manifest import closure
 
 pytestmark = [pytest.mark.service, pytest.mark.timeout(900)]
@@ -56,22 +57,8 @@ def leave_free(root: Path, free: int) -> None:
 @pytest.fixture(scope="module")
 def corpus_home(tmp_path_factory) -> Path:
     """A data directory holding the sample corpus, loaded once; each example works on a copy."""
-    from trustgraph_cli.load import load_documents
-    from trustgraph_flow.ingest.sample_corpus import sample_documents
-
     home = tmp_path_factory.mktemp("corpus-home")
-
-    async def load() -> None:
-        stack = await start_embedded(home, only=tuple(dict.fromkeys(INGEST)), llm="extractive")
-        try:
-            async with Connection.attach(stack, timeout=180) as conn:
-                await load_documents(conn, USER, COLLECTION, [(d.id, d.title, d.kind, d.content)
-                                                              for d in sample_documents()], 180, show=False)
-            await stack.wait_idle()
-        finally:
-            await stack.stop()
-
-    asyncio.run(load())
+    embedded(home, USER, COLLECTION, timeout=180)
     return home
 
 
@@ -142,7 +129,7 @@ def test_a_disk_that_fills_up_mid_query_fails_cleanly_and_keeps_a_prefix(corpus_
              uris.focus_uri(session), uris.synthesis_uri(session)]
     stored = [trace.has(stage) for stage in chain]
     # a prefix: once a stage is missing, no later stage is stored
-    assert stored == sorted(stored, reverse=True), dict(zip(chain, stored))
+    assert stored == sorted(stored, reverse=True), dict(zip(chain, stored, strict=True))
     for stage in chain:
         if trace.has(stage):
             sent = {key(t) for t in record.events.get(stage, [])}

@@ -10,6 +10,7 @@ checked to be exactly as it was.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from tenants import Deployment, distributed, embedded, intruders
@@ -127,7 +128,7 @@ async def test_service_requests_of_intruders_find_nothing(owned):
             assert await triples(user, collection, [TriplePattern(limit=5, g=""),
                                                     TriplePattern(s=iri(traces["graphrag"]), limit=5),
                                                     TriplePattern(s=iri(doc), limit=5)]) == []
-            assert await collect_trace(lambda p: triples(user, collection, p), traces["agent"]) == []
+            assert await collect_trace(partial(triples, user, collection), traces["agent"]) == []
             assert not (await conn.request("graph-embeddings", GraphEmbeddingsRequest(
                 user=user, collection=collection, vector=vector, limit=5, model=model))).entities
             assert not (await conn.request("document-embeddings", DocumentEmbeddingsRequest(

@@ -40,20 +40,6 @@ def replicas(fault_stack):
             process.stop()
 
 
-async def agent_client(stack):
-    from trustgraph_base.processor.client import RequestResponseClient
-    from trustgraph_base.pubsub.topics import request_queue, response_queue
-    from trustgraph_flow.common.services import SERVICES
-
-    backend = stack.backend()
-    s = SERVICES["agent"]
-    client = RequestResponseClient(backend, "agent", request_queue("agent", stack.flow),
-                                   response_queue("agent", stack.flow), s.request, s.response,
-                                   timeout=CLIENT_TIMEOUT, owner="session-test")
-    await client.start()
-    return backend, client
-
-
 def stored_answer(stack, collection: str, document: str) -> str:
     """The text the librarian holds under ``document`` (the Conclusion's answer, stored before the Conclusion)."""
     from trustgraph_base.store.librarian import open_librarian_store
@@ -102,7 +88,7 @@ def test_a_session_id_names_one_run_across_replicas(fault_stack, replicas, sids,
             for b, batch in enumerate(batches)]
 
     async def run():
-        backend, client = await agent_client(fault_stack)
+        backend, client = await fault_stack.client("agent", CLIENT_TIMEOUT, "session-test")
         results = []
         try:
             async def ask(question, sid):
@@ -112,7 +98,7 @@ def test_a_session_id_names_one_run_across_replicas(fault_stack, replicas, sids,
 
             for batch in plan:
                 replies = await asyncio.gather(*(ask(q, sid) for q, sid in batch))
-                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies)]
+                results += [(q, sid, msgs) for (q, sid), msgs in zip(batch, replies, strict=True)]
         finally:
             await client.stop()
             await backend.close()
@@ -157,7 +143,7 @@ def test_one_session_id_at_once_on_both_replicas(fault_stack, replicas):
     async def run():
         from trustgraph_base.schema import AgentRequest
 
-        backend, client = await agent_client(fault_stack)
+        backend, client = await fault_stack.client("agent", CLIENT_TIMEOUT, "session-test")
         try:
             async def ask(i):
                 return [m async for m in client.stream(AgentRequest(
@@ -172,5 +158,5 @@ def test_one_session_id_at_once_on_both_replicas(fault_stack, replicas):
     runs = asyncio.run(run())
     assert sum(msgs[-1].error is None for msgs in runs) == 1, [msgs[-1].error for msgs in runs]
     refusal = f"session id {sid!r} already names another run"
-    new_lines = [process.log_text(since_start=False)[offset:] for process, offset in zip(logs, offsets)]
+    new_lines = [process.log_text(since_start=False)[offset:] for process, offset in zip(logs, offsets, strict=True)]
     assert all(refusal in text for text in new_lines), [text[-2000:] for text in new_lines]

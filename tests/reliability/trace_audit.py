@@ -242,8 +242,8 @@ async def load_trace(triples_store, librarian_content: Callable[[str], str | Non
     results = await asyncio.to_thread(triples_store.query_many, user, collection,
                                       [TriplePattern(s=Term(IRI, s), g=ns.GRAPH_RETRIEVAL, limit=100_000)
                                        for s in subjects])
-    rows = {s: len(r) for s, r in zip(subjects, results)}
-    distinct = {s: len({key(t) for t in r}) for s, r in zip(subjects, results)}
+    rows = {s: len(r) for s, r in zip(subjects, results, strict=True)}
+    distinct = {s: len({key(t) for t in r}) for s, r in zip(subjects, results, strict=True)}
     answer = None
     doc = next((t.o.value for t in triples if t.p.value == ns.TG_DOCUMENT and t.o.type == IRI), None)
     if doc:

@@ -71,7 +71,7 @@ def _drop_keyspaces(deployment: Deployment) -> None:
         except Exception as e:  # noqa: BLE001 - a slow drop on a busy node must not fail the tests
             import warnings
 
-            warnings.warn(f"could not drop keyspace of {deployment.user}: {e}")
+            warnings.warn(f"could not drop keyspace of {deployment.user}: {e}", stacklevel=2)
 
 
 async def ingest_sample_corpus(deployment: Deployment) -> list:

@@ -16,6 +16,7 @@ import json
 import uuid
 
 import pytest
+from trace_checks import assert_failed_without_answer
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance.walk import collect_trace
@@ -154,15 +155,8 @@ async def test_document_rag_empty_answer_is_an_error_not_an_answer(deployment, l
         stored = [await stored_trace(stack, deployment, msgs[0].explain_id) for msgs in runs]
     finally:
         await stack.stop()
-    for msgs, trace in zip(runs, stored):
-        last = msgs[-1]
-        assert last.end_of_session and sum(m.end_of_session for m in msgs) == 1
-        assert last.error is not None and last.error.message == "the model returned no answer", last.error
-        assert not [m.response for m in msgs if m.response], "the client was sent an answer"
-        types = {t.o.value for t in trace if t.p.value == ns.RDF_TYPE}
-        assert ns.TG_ERROR in types and ns.TG_EXPLORATION in types and ns.TG_SYNTHESIS not in types
-        assert not [t for t in trace if t.p.value in (ns.TG_DOCUMENT, ns.TG_CONTENT)]
-        assert next(t.o.value for t in trace if t.p.value == ns.TG_STAGE) == "synthesis"
+    for msgs, trace in zip(runs, stored, strict=True):
+        assert_failed_without_answer(msgs, trace, ns.TG_EXPLORATION, (ns.TG_DOCUMENT, ns.TG_CONTENT))
         report = validate_trace(trace)
         assert report.conforms, [v.message for v in report.violations]
 
@@ -189,8 +183,10 @@ def agent_script(steps: list[str], graph_answer: str = "Marie Curie and Pierre C
 
 async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server, llm_settings):
     llm_server.set_script(agent_script([
-        'Thought: I should ask the knowledge graph.\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
-        'Thought: Now the documents, for the name.\nAction: document-query\nArgs: {\n  "question": "Why is it called polonium?"\n}',
+        'Thought: I should ask the knowledge graph.\nAction: knowledge-query\n'
+        'Args: {"question": "Who discovered polonium?"}',
+        'Thought: Now the documents, for the name.\nAction: document-query\n'
+        'Args: {\n  "question": "Why is it called polonium?"\n}',
         "Thought: I have both facts.\nFinal Answer: Marie and Pierre Curie discovered polonium, named after Poland.",
     ]))
     sid = f"test-{uuid.uuid4().hex[:8]}"
@@ -416,12 +412,12 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
         if replica is not None:
             await replica.stop()
         await stack.stop()
-    answered = [q for q, msgs in zip(questions, runs) if msgs[-1].error is None]
+    answered = [q for q, msgs in zip(questions, runs, strict=True) if msgs[-1].error is None]
     assert len(answered) == 1, [msgs[-1].error for msgs in runs]
     assert sum(taken.values()) == len(questions)
     if replica is not None:
         assert set(taken) == {"first", "replica"}, taken  # both replicas ran requests with the one session id
-    for q, msgs in zip(questions, runs):
+    for q, msgs in zip(questions, runs, strict=True):
         if q not in answered:
             assert_refused(msgs, sid)
     assert_one_run(trace, docs, root, answered[0])

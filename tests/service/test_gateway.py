@@ -41,10 +41,10 @@ def _drop_users(deployment, users: list[str]) -> None:
         for prefix in ("tg", "tgv"):
             try:
                 session.execute(f"DROP KEYSPACE IF EXISTS {storage_name(prefix, user)}", timeout=180)
-            except Exception as e:  # a slow drop on a busy node must not fail the tests
+            except Exception as e:  # noqa: BLE001 - a slow drop on a busy node must not fail the tests
                 import warnings
 
-                warnings.warn(f"could not drop keyspace of {user}: {e}")
+                warnings.warn(f"could not drop keyspace of {user}: {e}", stacklevel=2)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from itertools import pairwise
 
 import pytest
 
@@ -106,10 +107,11 @@ async def test_chain_walk_reads_followed_nodes_whole_and_falls_back_for_big_ones
     up, label, kind = ns.PROV_WAS_DERIVED_FROM, ns.RDFS_LABEL, ns.RDF_TYPE
     nodes = ["sg", "chunk", "page", "doc"]
     data = []
-    for child, parent in zip(nodes, nodes[1:]):
+    for child, parent in pairwise(nodes):
         data.append(Triple(iri(e + child), iri(up), iri(e + parent), g))
     for n in nodes:
-        data += [Triple(iri(e + n), iri(label), literal(f"{n} label"), g), Triple(iri(e + n), iri(kind), iri(e + "T"), g)]
+        data += [Triple(iri(e + n), iri(label), literal(f"{n} label"), g),
+                 Triple(iri(e + n), iri(kind), iri(e + "T"), g)]
     data.append(Triple(iri(e + "page"), iri(kind), iri(e + "T2"), g))
     wanted = set((t.s.value, t.p.value, t.o.value) for t in data)
     noise = [Triple(iri(e + "chunk"), iri(e + "extra"), literal(f"x{i}"), g) for i in range(NODE_SLICE + 16)]

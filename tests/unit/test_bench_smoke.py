@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def test_interleaving_puts_each_variant_first_and_after_each_other_equally_often
     orders = [interleaved_order(keys, rep) for rep in range(2 * len(keys))]
     assert all(sorted(o) == sorted(keys) for o in orders)
     assert Counter(o[0] for o in orders) == {k: 2 for k in keys}
-    follows = Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+    follows = Counter((a, b) for o in orders for a, b in pairwise(o))
     if len(keys) == 2:  # "on" right after "off" as often as "off" right after "on"
         assert follows[(keys[0], keys[1])] == follows[(keys[1], keys[0])]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +21,7 @@ def assert_invariants(text: str, chunks: list[TextChunk], size: int, overlap: in
         assert text[chunk.char_offset:chunk.char_offset + chunk.char_length] == chunk.text
         assert 0 < chunk.char_length <= size
         assert chunk.text == chunk.text.strip()
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in pairwise(chunks):
         assert after.char_offset > before.char_offset
         shared = before.char_offset + before.char_length - after.char_offset
         assert shared <= overlap
@@ -78,7 +80,7 @@ def test_overlap_is_honoured_and_starts_at_a_sentence_or_word():
     text = SENTENCE * 40
     chunks = chunk_text(text, 500, 100)
     assert_invariants(text, chunks, 500, 100)
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in pairwise(chunks):
         shared = before.char_offset + before.char_length - after.char_offset
         assert 0 < shared <= 100
         assert text[after.char_offset - 1].isspace(), "overlap starts at a word boundary"

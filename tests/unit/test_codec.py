@@ -208,7 +208,8 @@ def test_wrong_type_names_the_field(cls, name, bad):
 
 
 @pytest.mark.parametrize("wire, path", [
-    (b'{"explain_triples": [{"s": {"value": "x"}}, {"s": {"value": 5}}]}', "GraphRagResponse.explain_triples[1].s.value"),
+    (b'{"explain_triples": [{"s": {"value": "x"}}, {"s": {"value": 5}}]}',
+     "GraphRagResponse.explain_triples[1].s.value"),
     (b'{"explain_triples": [{"o": {"triple": {"o": {"triple": {"p": {"type": []}}}}}}]}',
      "GraphRagResponse.explain_triples[0].o.triple.o.triple.p.type"),
     (b'{"explain_triples": [{"g": null}]}', "GraphRagResponse.explain_triples[0].g"),

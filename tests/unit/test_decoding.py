@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 import random
 
+import document_samples as samples
 import pypdf
 import pytest
-from fpdf import FPDF
 
 from trustgraph_flow.ingest import decoding
 from trustgraph_flow.ingest.decoding import (
@@ -28,17 +28,6 @@ from trustgraph_flow.ingest.decoding import (
 )
 
 pytestmark = pytest.mark.unit
-
-
-def make_pdf(page_texts: list[str]) -> bytes:
-    """A real PDF with one page per entry ("" gives a blank page)."""
-    pdf = FPDF()
-    pdf.set_font("Helvetica", size=12)
-    for text in page_texts:
-        pdf.add_page()
-        if text:
-            pdf.multi_cell(0, 8, text)
-    return bytes(pdf.output())
 
 
 def encrypt(pdf_bytes: bytes, user_password: str, owner_password: str | None = None) -> bytes:
@@ -75,7 +64,7 @@ def test_kind_parameters_and_aliases_are_accepted():
 
 
 def test_pdf_gives_one_page_per_pdf_page_and_keeps_blank_pages():
-    pdf = make_pdf(["Polonium was discovered in 1898.", "", "Radium was announced in December 1898."])
+    pdf = samples.pdf(["Polonium was discovered in 1898.", "", "Radium was announced in December 1898."])
     pages = decode_document(pdf, "application/pdf", "elements.pdf")
     assert [p.page_number for p in pages] == [1, 2, 3]
     assert "Polonium was discovered in 1898." in pages[0].text
@@ -84,13 +73,13 @@ def test_pdf_gives_one_page_per_pdf_page_and_keeps_blank_pages():
 
 
 def test_pdf_encrypted_with_an_empty_user_password_is_readable():
-    pdf = encrypt(make_pdf(["Readable without a password."]), "", owner_password="owner-secret")
+    pdf = encrypt(samples.pdf(["Readable without a password."]), "", owner_password="owner-secret")
     pages = decode_document(pdf, "application/pdf")
     assert "Readable without a password." in pages[0].text
 
 
 def test_empty_kind_means_detect():
-    pdf = make_pdf(["Detected by magic bytes."])
+    pdf = samples.pdf(["Detected by magic bytes."])
     assert "Detected by magic bytes." in decode_document(pdf, "", "upload.bin")[0].text
     assert decode_document(b"# Heading\n", "", "notes.md")[0].text == "# Heading\n"
 
@@ -163,7 +152,7 @@ def test_high_ratio_of_control_characters_is_binary():
 
 def test_pdf_sent_as_text_is_refused():
     with pytest.raises(BinaryContent, match="is a PDF"):
-        decode_document(make_pdf(["x"]), "text/plain", "doc.txt")
+        decode_document(samples.pdf(["x"]), "text/plain", "doc.txt")
 
 
 def test_invalid_utf8_names_the_byte_offset():
@@ -206,20 +195,20 @@ def test_size_limit_is_configurable():
 
 
 def test_encrypted_pdf_says_it_is_encrypted():
-    pdf = encrypt(make_pdf(["Secret notes on radium."]), "secret")
+    pdf = encrypt(samples.pdf(["Secret notes on radium."]), "secret")
     with pytest.raises(EncryptedPdf, match="encrypted"):
         decode_document(pdf, "application/pdf", "secret.pdf")
 
 
 @pytest.mark.parametrize("cut", [0.5, 0.9])
 def test_truncated_pdf(cut):
-    pdf = make_pdf(["Page one text.", "Page two text."])
+    pdf = samples.pdf(["Page one text.", "Page two text."])
     with pytest.raises(BrokenPdf, match="truncated"):
         decode_document(pdf[: int(len(pdf) * cut)], "application/pdf", "cut.pdf")
 
 
 def test_pdf_with_a_damaged_body_is_broken_not_partially_read():
-    pdf = make_pdf(["Text that will be damaged."])
+    pdf = samples.pdf(["Text that will be damaged."])
     damaged = pdf[:300] + b"garbage" * 40 + pdf[-200:]
     with pytest.raises(BrokenPdf, match="broken PDF"):
         decode_document(damaged, "application/pdf", "damaged.pdf")
@@ -232,7 +221,7 @@ def test_not_a_pdf_at_all():
 
 def test_pdf_without_any_text():
     with pytest.raises(EmptyDocument, match="no extractable text"):
-        decode_document(make_pdf(["", ""]), "application/pdf", "scan.pdf")
+        decode_document(samples.pdf(["", ""]), "application/pdf", "scan.pdf")
 
 
 def test_error_classes_carry_distinct_reasons_and_are_value_errors():

@@ -162,7 +162,8 @@ def test_xlsx_has_a_page_per_sheet_and_a_line_per_row():
 def test_csv_and_tsv_rows():
     assert decode_document(samples.csv(), "", "d.csv")[0].text.splitlines()[1] == "Marie Curie | polonium | 1898"
     tsv = b"name\tdiscovery\nMarie Curie\tradium\n"
-    assert decode_document(tsv, "text/tab-separated-values", "d.tsv")[0].text == "name | discovery\nMarie Curie | radium"
+    assert decode_document(tsv, "text/tab-separated-values", "d.tsv")[0].text == \
+        "name | discovery\nMarie Curie | radium"
 
 
 def test_epub_has_a_page_per_chapter_and_skips_the_table_of_contents():

@@ -120,8 +120,8 @@ def test_source_chain_reaches_the_document_and_sources_are_deduplicated():
     chains = build_source_chains([edge, other, t("x", "y", "z")], store)
     assert len(chains) == 2
     links = chains[0].chain
-    assert [l.type for l in links] == ["subgraph", "chunk", "page", "document"]
-    assert [l.label for l in links[1:]] == ["Chunk 3", "Page 2", "The Curies"]
+    assert [link.type for link in links] == ["subgraph", "chunk", "page", "document"]
+    assert [link.label for link in links[1:]] == ["Chunk 3", "Page 2", "The Curies"]
     docs = source_documents(chains)
     assert [(d.uri, d.title) for d in docs] == [(doc, "The Curies")]
 

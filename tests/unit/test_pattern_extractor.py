@@ -186,7 +186,8 @@ def test_what_cannot_be_parsed_safely_is_skipped(sentence):
 
 
 def test_markdown_structure_is_respected():
-    text = "# Marie Curie\n\n## Early life\nMarie Curie was born in **Warsaw**.\n\n- Pierre Curie taught at the Sorbonne\n"
+    text = ("# Marie Curie\n\n## Early life\nMarie Curie was born in **Warsaw**.\n\n"
+            "- Pierre Curie taught at the Sorbonne\n")
     found = edges(text)
     assert found == {("Marie Curie", "born in", "Warsaw"), ("Pierre Curie", "taught at", "Sorbonne")}
 

@@ -1,4 +1,4 @@
-"""Provenance URIs and trace builders (DESIGN.md 3.1-3.4): exact URIs, triples, types, bad input."""
+"""Provenance URIs and trace builders (docs/trace-model.md): exact URIs, triples, types, bad input."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def assert_well_formed(triples: list[Triple], graph: str) -> None:
         assert t.g == graph
 
 
-# ---------------------------------------------------------------- URI patterns (DESIGN.md 3.1-3.3)
+# ---------------------------------------------------------------- URI patterns (docs/trace-model.md)
 
 def test_graphrag_uris():
     assert uris.question_uri(SID) == f"urn:trustgraph:question:{SID}"
@@ -120,7 +120,8 @@ def test_new_id_is_a_uuid4():
 
 
 def test_extraction_uris_are_deterministic_and_valid():
-    assert uris.page_uri("urn:document:d", 1) == uris.page_uri("urn:document:d", 1) != uris.page_uri("urn:document:d", 2)
+    page = uris.page_uri("urn:document:d", 1)
+    assert page == uris.page_uri("urn:document:d", 1) != uris.page_uri("urn:document:d", 2)
     assert re.fullmatch(r"urn:page:[0-9a-f\-]{36}", uris.page_uri("urn:document:d", 1))
     assert re.fullmatch(r"urn:chunk:[0-9a-f\-]{36}", uris.chunk_uri("urn:document:d", 1, 0))
     assert uris.document_uri("my report.pdf") == "urn:document:my%20report.pdf"
@@ -215,7 +216,7 @@ def test_focus_triples_quote_the_original_edges():
     assert only(ts, f, ns.TG_DROPPED_COUNT) == literal("2", datatype=XSD + "integer")
     sel_uris = [uris.edge_selection_uri(SID, i) for i in range(3)]
     assert props(ts, f)[ns.TG_SELECTED_EDGE] == [iri(u) for u in sel_uris]
-    for u, edge in zip(sel_uris, edges):
+    for u, edge in zip(sel_uris, edges, strict=True):
         assert types(ts, u) == {ns.TG_EDGE_SELECTION}
         quoted = only(ts, u, ns.TG_EDGE)
         assert quoted.type == TRIPLE
@@ -447,7 +448,7 @@ def test_tg_namespace_fails_fast_on_typos():
     assert TG.selectedEdge == ns.TG_SELECTED_EDGE
     assert ns.TG_EDGE_SELECTION in TG
     with pytest.raises(AttributeError, match="selectedEdges"):
-        TG.selectedEdges
+        _ = TG.selectedEdges
 
 
 def test_in_graph_copies_into_a_graph():

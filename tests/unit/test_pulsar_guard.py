@@ -1,4 +1,5 @@
-"""PulsarBackend._guard: a broker time-out on creating a producer or subscribing is tried again, other errors are not."""
+"""PulsarBackend._guard: a broker time-out on creating a producer or subscribing is tried again,
+other errors are not."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def test_a_question_uri_is_accepted_exactly_as_the_cli_regex_did(uri):
 @given(URIS)
 def test_forwarded_sub_questions_are_the_ones_the_agent_forwarded(uri):
     trace = parse_trace_uri(uri)
-    # the old filter passed any text after "question:" without "/"; the trace scheme names only sessions
+    # any text after "question:" without "/" is not enough: the trace scheme names only sessions
     # of letters, digits and "._-", the only ones a GraphRAG or DocumentRAG service makes
     if re.fullmatch(r"urn:trustgraph:(question|docrag):[A-Za-z0-9._\-]+", uri):
         assert (trace is not None and trace.stage == "question" and trace.kind in ("graphrag", "docrag")) \

@@ -45,7 +45,8 @@ V1_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_v1" / "tr
 SEL = [uris.edge_selection_uri("s1", i) for i in range(3)]
 EDGES = [
     Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/won"), iri("http://example.org/e/nobel")),
-    Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/born"), literal("1867", datatype=XSD + "integer")),
+    Triple(iri("http://example.org/e/curie"), iri("http://example.org/r/born"),
+           literal("1867", datatype=XSD + "integer")),
     Triple(iri("http://example.org/e/curie"), iri(ns.RDFS_LABEL), literal("Marie Curie", language="en")),
 ]
 
@@ -60,7 +61,8 @@ def graphrag_trace() -> list[Triple]:
 
 
 def docrag_trace(session: str = "d1") -> list[Triple]:
-    q, e, s = uris.docrag_question_uri(session), uris.docrag_exploration_uri(session), uris.docrag_synthesis_uri(session)
+    q, e = uris.docrag_question_uri(session), uris.docrag_exploration_uri(session)
+    s = uris.docrag_synthesis_uri(session)
     g = uris.docrag_grounding_uri(session)
     return (docrag_question_triples(q, "What is in the report?", WHEN)
             + grounding_triples(g, q, ["What is in the report?"])
@@ -372,7 +374,8 @@ def test_grounding_and_edge_selection_v2_rules():
 
 def test_error_rules():
     err = uris.error_uri("s1")
-    assert_fails(validate_trace(drop(error_trace(), s=err, p=ns.TG_ERROR_MESSAGE)), f"Error {err} has no tg:errorMessage")
+    assert_fails(validate_trace(drop(error_trace(), s=err, p=ns.TG_ERROR_MESSAGE)),
+                 f"Error {err} has no tg:errorMessage")
     assert_fails(validate_trace(drop(error_trace(), s=err, p=ns.PROV_WAS_DERIVED_FROM)),
                  f"Error {err} has no prov:wasDerivedFrom link to the last stage that completed")
     not_a_stage = add(drop(error_trace(), s=err, p=ns.PROV_WAS_DERIVED_FROM), err, ns.PROV_WAS_DERIVED_FROM,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
+from functools import partial
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -226,7 +227,10 @@ def test_one_large_insert_stores_what_many_small_ones_do(tmp_path):
     small.insert("u", "c", data[:1500])  # re-inserting is a no-op
     for s in (big, small):
         assert s.count("u", "c", TriplePattern()) == len(data)
-    key = lambda t: (t.s.type, str(t.s.value), t.p.value, t.o.type, str(t.o.value), t.g)  # noqa: E731
+
+    def key(t: Triple) -> tuple:
+        return (t.s.type, str(t.s.value), t.p.value, t.o.type, str(t.o.value), t.g)
+
     everything = TriplePattern(limit=len(data))
     assert sorted(map(key, big.query("u", "c", everything))) == sorted(map(key, small.query("u", "c", everything)))
     assert sorted(map(key, big.query("u", "c", everything))) == sorted(map(key, data))
@@ -467,21 +471,19 @@ def test_a_closed_store_refuses_work(tmp_path):
 
 
 def test_threads_opening_a_new_file_at_once_all_get_in(tmp_path):
-    """``PRAGMA journal_mode=WAL`` could fail with "database is locked" when several threads opened a
-    new file at the same moment (it does not wait for busy_timeout); now it is retried."""
+    """``PRAGMA journal_mode=WAL`` fails with "database is locked" when several threads open a new
+    file at the same moment (it does not wait for busy_timeout), so it is retried."""
     import sqlite3
 
     from trustgraph_base.store.sqlite.wal import enable_wal
 
+    def work(n: int, store: SqliteTriplesStore, start: threading.Barrier) -> None:
+        start.wait()
+        store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
+
     for round_ in range(30):
         store = SqliteTriplesStore(home=tmp_path / f"r{round_}")
-        start = threading.Barrier(6)
-
-        def work(n: int) -> None:
-            start.wait()
-            store.insert("u", "c", [Triple(iri(f"{EX}o{n}"), P, literal(str(n)))])
-
-        assert in_threads(6, work) == []
+        assert in_threads(6, partial(work, store=store, start=threading.Barrier(6))) == []
         assert store.count("u", "c", TriplePattern(p=P)) == 6
         store.close()
     # the retry gives up after its timeout when the lock is never released

@@ -40,10 +40,10 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..codec import CodecError, decode, encode
-from ..pubsub.base import Backend, BackendError, Message
+from ..pubsub.base import Backend, BackendError, Consumer, Message, Producer
 from ..pubsub.topics import dead_letter_queue
 from ..schema.primitives import Error
 from .client import RequestResponseClient
@@ -52,6 +52,8 @@ from .metrics import HANDLER_SECONDS, IN_FLIGHT, MESSAGES, STARTED
 from .specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 
 log = logging.getLogger(__name__)
+
+AnySpec = TypeVar("AnySpec", ConsumerSpec, ProducerSpec, RequestResponseSpec)
 
 #: Reply producers a service keeps open for its clients' own reply queues.
 CLIENT_REPLY_PRODUCERS = 256
@@ -77,13 +79,13 @@ def is_environment_failure(e: BaseException) -> bool:
 
 def transient_backoff(attempt: int) -> float:
     """Seconds to wait before handing back a message whose dependency is down: 0.25 s doubling to 30 s."""
-    return min(30.0, 0.25 * 2 ** min(attempt, 8))
+    return min(30.0, 0.25 * 2.0 ** min(attempt, 8))
 
 
 class TypedProducer:
     """Sends dataclass messages of one schema on one queue."""
 
-    def __init__(self, producer, schema: type, queue: str):
+    def __init__(self, producer: Producer, schema: type[Any], queue: str):
         self._producer = producer
         self.schema = schema
         self.queue = queue
@@ -121,10 +123,10 @@ class Processor:
         self._clients: dict[str, RequestResponseClient] = {}
         self._consumers: list[Any] = []
         self._reply_producers: dict[str, Any] = {}
-        self._client_replies: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._client_replies: collections.OrderedDict[str, Producer] = collections.OrderedDict()
         self._dead_letter: dict[str, Any] = {}
-        self._workers: list[asyncio.Task] = []
-        self._receiving: set[asyncio.Task] = set()
+        self._workers: list[asyncio.Task[None]] = []
+        self._receiving: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._in_flight_gauge = IN_FLIGHT.labels(self.id)  # the same count, for a benchmark or a scraper outside
         self._idle = asyncio.Event()
@@ -140,7 +142,7 @@ class Processor:
         self.on_environment_failure: Callable[[BaseException], None] | None = None
 
     # ------------------------------------------------------------ declaration
-    def add(self, spec: ConsumerSpec | ProducerSpec | RequestResponseSpec):
+    def add(self, spec: AnySpec) -> AnySpec:
         """Register a spec (call from ``__init__``)."""
         if isinstance(spec, ConsumerSpec):
             self._consumer_specs.append(spec)
@@ -171,21 +173,21 @@ class Processor:
         for spec in self._producer_specs:
             producer = await self.backend.create_producer(spec.queue, batching=spec.batching)
             self._producers[spec.name] = TypedProducer(producer, spec.schema, spec.queue)
-        for spec in self._client_specs:
-            client = RequestResponseClient(self.backend, spec.service, spec.request_queue, spec.response_queue,
-                                           spec.request_schema, spec.response_schema, timeout=spec.timeout,
-                                           is_final=spec.is_final, owner=self.id, resend_after=spec.resend_after)
-            self._clients[spec.name] = await client.start()
+        for cs in self._client_specs:
+            client = RequestResponseClient(self.backend, cs.service, cs.request_queue, cs.response_queue,
+                                           cs.request_schema, cs.response_schema, timeout=cs.timeout,
+                                           is_final=cs.is_final, owner=self.id, resend_after=cs.resend_after)
+            self._clients[cs.name] = await client.start()
         await self.on_start()
-        for spec in self._consumer_specs:
-            if spec.response_queue and spec.response_queue not in self._reply_producers:
-                self._reply_producers[spec.response_queue] = await self.backend.create_producer(spec.response_queue)
-            consumer = await self.backend.subscribe(spec.queue, spec.subscription or f"{self.id}--{spec.name}",
-                                                    shared=spec.shared)
+        for c in self._consumer_specs:
+            if c.response_queue and c.response_queue not in self._reply_producers:
+                self._reply_producers[c.response_queue] = await self.backend.create_producer(c.response_queue)
+            consumer = await self.backend.subscribe(c.queue, c.subscription or f"{self.id}--{c.name}",
+                                                    shared=c.shared)
             self._consumers.append(consumer)
-            for n in range(spec.concurrency or self.concurrency):
-                self._workers.append(asyncio.create_task(self._work(spec, consumer),
-                                                         name=f"{self.id}-{spec.name}-{n}"))
+            for n in range(c.concurrency or self.concurrency):
+                self._workers.append(asyncio.create_task(self._work(c, consumer),
+                                                         name=f"{self.id}-{c.name}-{n}"))
         self.started = True
         STARTED.labels(self.id).inc()
         log.info("%s started (%s)", self.id, ", ".join(s.name for s in self._consumer_specs) or "no consumers")
@@ -246,8 +248,10 @@ class Processor:
         return self._in_flight
 
     # ------------------------------------------------------------ message handling
-    async def _work(self, spec: ConsumerSpec, consumer) -> None:
+    async def _work(self, spec: ConsumerSpec, consumer: Consumer) -> None:
         me = asyncio.current_task()
+        if me is None:
+            raise RuntimeError("a consumer worker runs as a task")
         while not self._stopping and not self._halted:
             self._receiving.add(me)
             try:
@@ -275,17 +279,18 @@ class Processor:
                 if self._in_flight == 0:
                     self._idle.set()
 
-    async def _handle(self, spec: ConsumerSpec, consumer, msg: Message) -> None:
+    async def _handle(self, spec: ConsumerSpec, consumer: Consumer, msg: Message) -> None:
         ctx = MessageContext(self.id, spec.name, spec.queue, msg.message_id, msg.properties, msg.redelivery_count,
                              self._reply_producers.get(spec.response_queue) if spec.response_queue else None,
                              functools.partial(self._client_reply_producer, spec) if spec.response_queue else None)
         try:
-            obj = decode(spec.schema, msg.data)
+            obj: Any = decode(spec.schema, msg.data)
         except CodecError as e:
             MESSAGES.labels(self.id, spec.name, "undecodable").inc()
             log.error("%s/%s: undecodable message %s on %s: %s", self.id, spec.name, msg.message_id, spec.queue, e)
             if spec.error_response is not None and ctx.request_id:
-                await self._reply_error(ctx, spec, Error("bad-request", f"cannot decode request: {e}"))
+                await self._reply_error(ctx, spec, spec.error_response,
+                                        Error("bad-request", f"cannot decode request: {e}"))
             await self._to_dead_letter(spec, msg, f"undecodable: {e}")
             await consumer.ack(msg)
             return
@@ -299,7 +304,8 @@ class Processor:
                 self._environment_failed(e)
             if spec.error_response is not None and spec.response_queue:
                 log.warning("%s/%s: request %s failed: %s", self.id, spec.name, ctx.request_id, e)
-                await self._reply_error(ctx, spec, Error(getattr(e, "error_type", f"{self.id}-error"), str(e)))
+                await self._reply_error(ctx, spec, spec.error_response,
+                                        Error(getattr(e, "error_type", f"{self.id}-error"), str(e)))
                 await consumer.ack(msg)
             elif is_transient(e) and msg.redelivery_count < spec.max_transient_redeliveries:
                 # A dependency is down (store unreachable, broker gone, a call timed out), not the
@@ -337,13 +343,13 @@ class Processor:
         if self.on_environment_failure is not None:
             self.on_environment_failure(e)
 
-    async def _client_reply_producer(self, spec: ConsumerSpec, reply_to: str):
+    async def _client_reply_producer(self, spec: ConsumerSpec, reply_to: str) -> Producer | None:
         """The producer for a client's own reply queue (cached, least recently used closed first).
 
         Only sub-queues of the consumer's response queue are accepted, so a request can never
         make a service publish into another queue; ``None`` falls back to the shared queue.
         """
-        if not reply_to.startswith(spec.response_queue + ":") or len(reply_to) > 512:
+        if spec.response_queue is None or not reply_to.startswith(spec.response_queue + ":") or len(reply_to) > 512:
             log.warning("%s/%s: ignoring reply-to %r outside %s", self.id, spec.name, reply_to[:100],
                         spec.response_queue)
             return None
@@ -357,9 +363,10 @@ class Processor:
         cache[reply_to] = producer  # most recently used last
         return producer
 
-    async def _reply_error(self, ctx: MessageContext, spec: ConsumerSpec, error: Error) -> None:
+    async def _reply_error(self, ctx: MessageContext, spec: ConsumerSpec, error_response: Callable[[Error], Any],
+                           error: Error) -> None:
         try:
-            await ctx.respond(spec.error_response(error))
+            await ctx.respond(error_response(error))
         except Exception as e:  # noqa: BLE001 - the client will time out; nothing else to do
             log.error("%s/%s: could not send error reply for %s: %s", self.id, spec.name, ctx.request_id, e)
 
@@ -374,7 +381,7 @@ class Processor:
                           "dlq-processor": self.id})
             MESSAGES.labels(self.id, spec.name, "dead_letter").inc()
             await producer.send(msg.data, props)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - a failed dead-letter is logged, never takes the consumer down
             log.error("%s/%s: could not dead-letter message %s: %s", self.id, spec.name, msg.message_id, e)
 
     # ------------------------------------------------------------ command line

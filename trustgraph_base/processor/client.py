@@ -19,13 +19,14 @@ first reply of any attempt is taken and a stream then follows that attempt only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..codec import decode, encode
-from ..pubsub.base import Backend, BackendError
+from ..pubsub.base import Backend, BackendError, Consumer, Producer
 from .metrics import REQUESTS
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,16 @@ def default_is_final(schema: type) -> Callable[[Any], bool]:
     fields = getattr(schema, "__dataclass_fields__", {})
     for flag in _FINAL_FLAGS:
         if flag in fields:
-            return lambda r, _f=flag: bool(getattr(r, _f))
-    return lambda r: True
+            return functools.partial(_flag_set, flag)
+    return _always_final
+
+
+def _flag_set(flag: str, response: Any) -> bool:
+    return bool(getattr(response, flag))
+
+
+def _always_final(response: Any) -> bool:
+    return True
 
 
 def raise_on_error(service: str, response: Any) -> Any:
@@ -73,7 +82,7 @@ class RequestResponseClient:
     """
 
     def __init__(self, backend: Backend, service: str, request_queue: str, response_queue: str,
-                 request_schema: type, response_schema: type, *, timeout: float = 60.0,
+                 request_schema: type[Any], response_schema: type[Any], *, timeout: float = 60.0,
                  is_final: Callable[[Any], bool] | None = None, owner: str = "client",
                  resend_after: float | None = None):
         self.backend = backend
@@ -92,30 +101,30 @@ class RequestResponseClient:
         token = uuid.uuid4().hex[:12]
         self.subscription = f"{owner}--{service}--rr-{token}"
         self.reply_queue = f"{response_queue}:r-{token}"
-        self._producer = None
-        self._consumer = None
-        self._reader: asyncio.Task | None = None
-        self._pending: dict[str, asyncio.Queue] = {}
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[str, asyncio.Queue[tuple[str, bytes]]] = {}
 
     async def start(self) -> RequestResponseClient:
         if self._producer is not None:
             return self
         # Subscribe before the first request can be sent, so no reply is missed.
-        self._consumer = await self.backend.subscribe(self.reply_queue, self.subscription, shared=False)
+        self._consumer = consumer = await self.backend.subscribe(self.reply_queue, self.subscription, shared=False)
         self._producer = await self.backend.create_producer(self.request_queue)
-        self._reader = asyncio.create_task(self._read(), name=f"rr-reader-{self.service}")
+        self._reader = asyncio.create_task(self._read(consumer), name=f"rr-reader-{self.service}")
         return self
 
     async def __aenter__(self) -> RequestResponseClient:
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _read(self) -> None:
+    async def _read(self, consumer: Consumer) -> None:
         while True:
             try:
-                msg = await self._consumer.receive()
+                msg = await consumer.receive()
             except asyncio.CancelledError:
                 raise
             except BackendError as e:
@@ -127,18 +136,21 @@ class RequestResponseClient:
             if queue is not None:
                 queue.put_nowait((rid, msg.data))
             try:
-                await self._consumer.ack(msg)
+                await consumer.ack(msg)
             except Exception:  # noqa: BLE001 - ack of a dropped connection; the reply was already routed
                 pass
 
-    async def _send(self, payload: bytes, queue: asyncio.Queue, rids: list[str]) -> None:
+    async def _send(self, payload: bytes, queue: asyncio.Queue[tuple[str, bytes]], rids: list[str]) -> None:
         """Send one attempt under a new id routed to ``queue``; the id is appended to ``rids``."""
         if self._producer is None:
             await self.start()
+        producer = self._producer
+        if producer is None:
+            raise BackendError(f"the {self.service} client was stopped")
         rid = uuid.uuid4().hex
         self._pending[rid] = queue
         rids.append(rid)
-        await self._producer.send(payload, {"id": rid, "reply-to": self.reply_queue})
+        await producer.send(payload, {"id": rid, "reply-to": self.reply_queue})
 
     def _encode(self, request: Any) -> bytes:
         if not isinstance(request, self.request_schema):
@@ -151,7 +163,7 @@ class RequestResponseClient:
         sent = f", sent {len(rids)} times" if len(rids) > 1 else ""
         return RequestTimeout(f"{self.service} did not answer within {timeout:g} s (request {rids[0]}{sent})")
 
-    async def _first_reply(self, request: Any, queue: asyncio.Queue, rids: list[str],
+    async def _first_reply(self, request: Any, queue: asyncio.Queue[tuple[str, bytes]], rids: list[str],
                            timeout: float) -> tuple[str, bytes]:
         """Send ``request`` and wait for the first reply of any attempt, resending every ``resend_after`` s."""
         payload = self._encode(request)
@@ -178,7 +190,7 @@ class RequestResponseClient:
 
     async def request(self, request: Any, timeout: float | None = None) -> Any:
         """Send one request and return its (first) reply."""
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         rids: list[str] = []
         try:
             _rid, data = await self._first_reply(request, queue, rids, timeout or self.timeout)
@@ -195,7 +207,7 @@ class RequestResponseClient:
         the other attempts' replies are dropped.
         """
         timeout = timeout or self.timeout
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         rids: list[str] = []
         try:
             rid, data = await self._first_reply(request, queue, rids, timeout)
@@ -228,7 +240,7 @@ class RequestResponseClient:
             self._reader.cancel()
             try:
                 await self._reader
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stop only waits for the reader to end
                 pass
             self._reader = None
         if self._consumer is not None:

@@ -30,11 +30,11 @@ import os
 import signal
 import sys
 import tomllib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from ..hard_exit import hard_exit
-from ..pubsub import BackendUnavailable, open_backend
+from ..pubsub import Backend, BackendUnavailable, open_backend
 from ..store.errors import StoreEnvironmentError
 from .base import Processor
 from .metrics import serve_metrics
@@ -87,13 +87,13 @@ def add_common_args(parser: argparse.ArgumentParser, default_id: str) -> None:
     parser.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("TG_LOG_FORMAT", "text"))
 
 
-def make_backend(args: argparse.Namespace):
+def make_backend(args: argparse.Namespace) -> Backend:
     if args.pubsub == "pulsar":
         return open_backend("pulsar", url=args.pulsar_url, admin_url=args.pulsar_admin_url or "")
     return open_backend("memory")
 
 
-async def run_processors(processors: Sequence[Processor], backend) -> None:
+async def run_processors(processors: Sequence[Processor], backend: Backend) -> None:
     """Start processors, run until SIGTERM/SIGINT, then stop them gracefully (reverse order)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -133,7 +133,7 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
     serve_until_stopped(main)
 
 
-def serve_until_stopped(main: Callable[[], Awaitable[None]]) -> None:
+def serve_until_stopped(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run ``main`` and end the process: 0 after a graceful stop, 2 when the bus is unreachable or the
     configuration is not usable (one line naming the option to set), 1 when the service failed (its
     traceback logged) or cannot use its data directory (one line: a service never starts on a
@@ -175,7 +175,7 @@ def load_class(path: str) -> type[Processor]:
     return cls
 
 
-def build_group(config: dict[str, Any], backend,
+def build_group(config: dict[str, Any], backend: Backend,
                 resolve: Callable[[str], type[Processor]] = load_class) -> list[Processor]:
     """Processors described by a group config (see the module docstring).
 

@@ -1,4 +1,4 @@
-"""Provenance vocabulary, URI generators and trace builders (DESIGN.md section 3)."""
+"""Provenance vocabulary, URI generators and trace builders (docs/trace-model.md)."""
 
 from . import namespaces, uris
 from .agent import (
@@ -32,4 +32,37 @@ from .triples import (
 )
 from .vocabulary import vocabulary_labels, vocabulary_triples
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+__all__ = [
+    "GRAPH_DEFAULT",
+    "GRAPH_RETRIEVAL",
+    "GRAPH_SOURCE",
+    "TG",
+    "EdgeSelection",
+    "LlmUsage",
+    "activity_triples",
+    "agent_final_triples",
+    "agent_iteration_triples",
+    "agent_observation_triples",
+    "agent_session_triples",
+    "agent_thought_triples",
+    "chunk_triples",
+    "docrag_exploration_triples",
+    "docrag_question_triples",
+    "docrag_synthesis_triples",
+    "document_triples",
+    "edge_id",
+    "error_triples",
+    "exploration_triples",
+    "focus_triples",
+    "grounding_triples",
+    "in_graph",
+    "namespaces",
+    "page_triples",
+    "question_triples",
+    "subgraph_triples",
+    "synthesis_triples",
+    "timestamp_literal",
+    "uris",
+    "vocabulary_labels",
+    "vocabulary_triples",
+]

@@ -1,6 +1,6 @@
 """Every IRI of the provenance vocabulary, in one place.
 
-Names follow DESIGN.md section 3: ``TG_*`` for ``https://trustgraph.ai/ns/``, ``PROV_*``
+Names follow docs/trace-model.md: ``TG_*`` for ``https://trustgraph.ai/ns/``, ``PROV_*``
 for W3C PROV-O, plus ``RDF_TYPE``, ``RDFS_LABEL``, Dublin Core, SKOS and XSD datatypes.
 Class IRIs whose name would clash with a predicate carry a ``_TYPE`` suffix
 (``TG_DOCUMENT`` is the predicate ``tg:document``; ``TG_DOCUMENT_TYPE`` the class
@@ -8,6 +8,8 @@ Class IRIs whose name would clash with a predicate carry a ``_TYPE`` suffix
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 PROV = "http://www.w3.org/ns/prov#"
 TG_NS = "https://trustgraph.ai/ns/"
@@ -134,7 +136,7 @@ class _Vocabulary:
     def __contains__(self, iri: str) -> bool:
         return iri.startswith(self._base) and iri[len(self._base):] in self._names
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._base + n for n in self._names))
 
 

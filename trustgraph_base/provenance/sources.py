@@ -1,6 +1,6 @@
 """Source chains: from a selected edge back to the document it was extracted from.
 
-Extraction provenance (DESIGN.md 3.4) lives in ``urn:graph:source``: a Subgraph
+Extraction provenance (docs/trace-model.md, "Extraction provenance") lives in ``urn:graph:source``: a Subgraph
 ``tg:contains <<( s p o )>>`` and ``prov:wasDerivedFrom`` its Chunk, which derives from a
 Page, which derives from the Document.  The triples-query service returns all of that in one
 request (``follow`` / ``describe``); :func:`build_source_chains` assembles it per edge.  GraphRAG
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..rdf.terms import serialize_term
+from ..rdf.terms import serialize_term, spo
 from ..schema import IRI, TRIPLE, EdgeSource, Source, SourceChainLink, Term, Triple, TriplePattern
 from . import namespaces as ns
 
@@ -50,24 +50,25 @@ def build_source_chains(edges: Sequence[Triple], triples: Sequence[Triple], max_
     parent: dict[str, str] = {}
     label: dict[str, str] = {}
     kind: dict[str, str] = {}
-    for t in triples:
-        p = t.p.value
-        if p == ns.TG_CONTAINS and t.o.type == TRIPLE and t.s.type == IRI:
-            key = serialize_term(t.o)
+    for s, predicate, o in map(spo, triples):
+        p = predicate.value
+        if p == ns.TG_CONTAINS and o.type == TRIPLE and s.type == IRI:
+            key = serialize_term(o)
             contains.setdefault(key, [])
-            if t.s.value not in contains[key]:
-                contains[key].append(t.s.value)
-        elif p == ns.PROV_WAS_DERIVED_FROM and t.s.type == IRI and t.o.type == IRI:
-            parent.setdefault(t.s.value, t.o.value)
-        elif p == ns.RDFS_LABEL and t.s.type == IRI:
-            label.setdefault(t.s.value, t.o.value)
-        elif p == ns.RDF_TYPE and t.s.type == IRI and t.o.value in _TYPES:
-            kind[t.s.value] = _TYPES[t.o.value]
+            if s.value not in contains[key]:
+                contains[key].append(s.value)
+        elif p == ns.PROV_WAS_DERIVED_FROM and s.type == IRI and o.type == IRI:
+            parent.setdefault(s.value, o.value)
+        elif p == ns.RDFS_LABEL and s.type == IRI:
+            label.setdefault(s.value, o.value)
+        elif p == ns.RDF_TYPE and s.type == IRI and o.value in _TYPES:
+            kind[s.value] = _TYPES[o.value]
     out = []
     for e in edges:
         key = serialize_term(Term(TRIPLE, triple=Triple(e.s, e.p, e.o)))
         for sg in contains.get(key, []):
-            chain, node, seen = [], sg, set()
+            chain: list[SourceChainLink] = []
+            node, seen = sg, set()
             while node and node not in seen and len(chain) < max_depth:
                 seen.add(node)
                 chain.append(SourceChainLink(uri=node, type=kind.get(node, ""), label=label.get(node, "")))

@@ -6,8 +6,8 @@ typed literals (``xsd:dateTime``, ``xsd:integer``, ``xsd:double``).  Builders va
 invalid IRI raises :class:`~trustgraph_base.rdf.terms.TermError`, so nothing unparseable
 ever reaches a store or an export.
 
-Shared constant terms (predicates, classes) are module-level singletons, so a trace of
-~330 triples costs well under a microsecond per triple.
+Shared constant terms (predicates, classes) are module-level singletons, so building a trace
+costs little per triple (the ``codec`` benchmark in ``bench/README.md``).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def exploration_triples(exploration_uri: str, question_uri: str, edge_count: int
     return out
 
 
-def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[EdgeSelection | tuple],
+def focus_triples(focus_uri: str, exploration_uri: str, selections: Sequence[EdgeSelection | tuple[Triple, str]],
                   session_id: str, *, dropped: int = 0, usage: LlmUsage | None = None,
                   graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
     """The Focus entity and one EdgeSelection per selected edge (``tg:edge <<( s p o )>>``, reasoning, and the

@@ -1,6 +1,6 @@
 """URIs of every entity of a trace and of extraction provenance: building them, and reading trace URIs back.
 
-Query-time URIs follow DESIGN.md 3.1-3.3 exactly (docs/trace-model.md).  One table,
+Query-time URIs follow docs/trace-model.md exactly.  One table,
 :data:`TRACE_URI_FORMATS`, says how every node of a trace is named; the builders below and
 :func:`parse_trace_uri` (URI -> kind, session, stage, index) both follow it, so whatever reads
 a URI reads it the way it was built.  Extraction URIs for pages and chunks are derived

@@ -25,11 +25,14 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..rdf.terms import serialize_term
+from ..rdf.terms import serialize_term, spo
 from ..schema import IRI, Term, Triple, TriplePattern
 from . import namespaces as ns
 from .triples import FINAL_STAGE_TYPES
 from .uris import document_owner, trace_root_of
+
+#: The canonical strings of a triple's subject, predicate and object.
+TripleKey = tuple[str, str, str]
 
 __all__ = ["collect_trace", "TraceWalker", "TracePass", "trace_questions", "trace_documents", "trace_answers",
            "QUESTION_TYPES"]
@@ -107,7 +110,7 @@ class TraceWalker:
         g = ns.GRAPH_RETRIEVAL
         links = [Term(IRI, link) for link in _LINKS]
         levels: list[list[Triple]] = []
-        keys: set[tuple] = set()
+        keys: set[TripleKey] = set()
         more = False
         self._frontier, self._again = self._again + self._frontier, []
         for _ in range(MAX_ROUNDS):
@@ -127,23 +130,24 @@ class TraceWalker:
             levels.append(out)
             own: dict[str, int] = defaultdict(int)
             derived: dict[str, int] = defaultdict(int)
-            found = []
+            found: list[Triple] = []
             for i in range(0, len(patterns), 3 * QUERY_NODES):
                 found += await query(patterns[i:i + 3 * QUERY_NODES])
             in_frontier = set(frontier)
             for t in found:
-                s_iri = t.s.value if t.s.type == IRI else None
-                o_iri = t.o.value if t.o.type == IRI else None
-                if s_iri in in_frontier:
+                s, p, o = spo(t)
+                s_iri = s.value if s.type == IRI else None
+                o_iri = o.value if o.type == IRI else None
+                if s_iri is not None and s_iri in in_frontier:
                     own[s_iri] += 1
                     self._collect(t, out, keys)
-                    if t.p.value == ns.RDF_TYPE and o_iri:
+                    if p.value == ns.RDF_TYPE and o_iri:
                         self.types[s_iri].add(o_iri)
-                    if t.p.value in _LINKS and o_iri:
+                    if p.value in _LINKS and o_iri:
                         self.children[o_iri].add(s_iri)
-                    if t.p.value == ns.TG_SELECTED_EDGE and o_iri:
+                    if p.value == ns.TG_SELECTED_EDGE and o_iri:
                         await self._admit(o_iri, None)
-                if t.p.value in _LINKS and o_iri in in_frontier:
+                if p.value in _LINKS and o_iri is not None and o_iri in in_frontier:
                     derived[o_iri] += 1
                     if s_iri is None:  # a blank or quoted subject cannot be walked: it goes with its parent
                         self._collect(t, out, keys)
@@ -155,7 +159,7 @@ class TraceWalker:
         return TracePass(levels, more or bool(self._frontier) or bool(self._again))
 
     @staticmethod
-    def _collect(t: Triple, out: list[Triple], keys: set[tuple]) -> None:
+    def _collect(t: Triple, out: list[Triple], keys: set[TripleKey]) -> None:
         k = _key(t)
         if k not in keys:
             keys.add(k)
@@ -183,8 +187,9 @@ class TraceWalker:
         return False
 
 
-def _key(t: Triple) -> tuple:
-    return serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)
+def _key(t: Triple) -> TripleKey:
+    s, p, o = spo(t)
+    return serialize_term(s), serialize_term(p), serialize_term(o)
 
 
 async def collect_trace(query: Query, uri: str, accept_subtrace: AcceptSubtrace | None = None) -> list[Triple]:
@@ -194,7 +199,7 @@ async def collect_trace(query: Query, uri: str, accept_subtrace: AcceptSubtrace 
     pattern returns at once shows its first :data:`PATTERN_LIMIT`; deleting goes further).
     """
     walker = TraceWalker(uri, accept_subtrace)
-    keys: set[tuple] = set()
+    keys: set[TripleKey] = set()
     out: list[Triple] = []
     while True:
         step = await walker.walk(query)
@@ -207,13 +212,13 @@ async def collect_trace(query: Query, uri: str, accept_subtrace: AcceptSubtrace 
 
 def trace_questions(triples: Sequence[Triple]) -> list[str]:
     """The Questions in a collected trace (the root and any sub-trace)."""
-    return list(dict.fromkeys(t.s.value for t in triples
-                              if t.p.value == ns.RDF_TYPE and t.o.value in QUESTION_TYPES and t.s.type == IRI))
+    return list(dict.fromkeys(s.value for s, p, o in map(spo, triples)
+                              if p.value == ns.RDF_TYPE and o.value in QUESTION_TYPES and s.type == IRI))
 
 
 def trace_documents(triples: Sequence[Triple]) -> list[str]:
     """Librarian documents a trace points at with ``tg:document`` (answers, or whatever a forged trace names)."""
-    return list(dict.fromkeys(t.o.value for t in triples if t.p.value == ns.TG_DOCUMENT and t.o.type == IRI))
+    return list(dict.fromkeys(o.value for _, p, o in map(spo, triples) if p.value == ns.TG_DOCUMENT and o.type == IRI))
 
 
 def trace_answers(questions: Iterable[str], triples: Sequence[Triple]) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Backend, BackendError, BackendUnavailable, Consumer, Message, Producer, ReceiveTimeout
 from .topics import (
     dead_letter_queue,
@@ -19,7 +21,7 @@ _BACKENDS = {
 }
 
 
-def open_backend(name: str = "memory", **options) -> Backend:
+def open_backend(name: str = "memory", **options: Any) -> Backend:
     """Create a backend by name (lazy import, so the memory bus never loads pulsar-client)."""
     import importlib
 
@@ -27,7 +29,8 @@ def open_backend(name: str = "memory", **options) -> Backend:
         module, cls = _BACKENDS[name]
     except KeyError:
         raise ValueError(f"unknown pub/sub backend {name!r}; choose one of {sorted(_BACKENDS)}") from None
-    return getattr(importlib.import_module(module), cls)(**options)
+    backend: Backend = getattr(importlib.import_module(module), cls)(**options)
+    return backend
 
 
 __all__ = [

@@ -21,7 +21,7 @@ class _Subscription:
     name: str
     shared: bool
     durable: bool
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Message] = field(default_factory=asyncio.Queue)
     consumers: int = 0
     unacked: dict[str, tuple[Message, MemoryConsumer]] = field(default_factory=dict)
 

@@ -3,8 +3,9 @@
 Flow queues map to persistent topics, request/response/notify queues to non-persistent
 ones (:mod:`.topics`).  Payloads are raw bytes (``BytesSchema``); properties are Pulsar
 message properties.  Request/response producers do not batch (latency matters more than
-throughput; see apache/pulsar-client-python #226); flow producers batch with a 1 ms delay.  ``nack`` uses Pulsar negative acks with
-a short redelivery delay; redelivery counts come from the broker.
+throughput; see apache/pulsar-client-python #226); flow producers batch with a 1 ms delay.
+``nack`` uses Pulsar negative acks with a short redelivery delay; redelivery counts come from
+the broker.
 
 The tenant ``tg`` and its namespaces are created through the admin REST API on first use
 when an admin URL is known (``PULSAR_ADMIN_URL`` or ``http://<broker host>:8080``).  An
@@ -21,9 +22,13 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from .base import BackendError, BackendUnavailable, Message, ReceiveTimeout
 from .topics import QUEUE_CLASSES, TOPICSPACE, is_persistent, parse_queue, pulsar_topic
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,7 @@ def _admin_url_for(url: str) -> str:
 def ensure_tenant(admin_url: str, tenant: str = TOPICSPACE, timeout: float = 5.0) -> None:
     """Create tenant ``tg`` and namespaces ``tg/{flow,request,response,notify}`` if missing (idempotent)."""
 
-    def put(path: str, body: dict | None) -> None:
+    def put(path: str, body: dict[str, Any] | None) -> None:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(admin_url.rstrip("/") + path, data=data, method="PUT",
                                      headers={"Content-Type": "application/json"})
@@ -81,7 +86,7 @@ def ensure_tenant(admin_url: str, tenant: str = TOPICSPACE, timeout: float = 5.0
 
 
 class PulsarProducer:
-    def __init__(self, producer, queue: str):
+    def __init__(self, producer: Any, queue: str):
         self._producer = producer
         self.queue = queue
 
@@ -99,7 +104,7 @@ class PulsarProducer:
 
 
 class PulsarConsumer:
-    def __init__(self, consumer, queue: str, subscription: str, exclusive: bool):
+    def __init__(self, consumer: Any, queue: str, subscription: str, exclusive: bool):
         self._consumer = consumer
         self.queue = queue
         self.subscription = subscription
@@ -120,7 +125,7 @@ class PulsarConsumer:
 
     async def ack(self, message: Message) -> None:
         # The C++ client groups acks and sends them in the background; awaiting a future per
-        # ack (the asyncio wrapper) costs a thread hop per message and caps a consumer at ~5k/s.
+        # ack (the asyncio wrapper) costs a thread hop per message and caps a consumer's rate (bench/README.md).
 
         try:
             self._consumer._consumer.acknowledge(message.handle._message)
@@ -168,7 +173,7 @@ class PulsarBackend:
         self._client = None
         self._tenant_ready = False
 
-    def _get_client(self):
+    def _get_client(self) -> Any:
         if self._client is None:
             import pulsar
             from pulsar.asyncio import Client
@@ -190,7 +195,7 @@ class PulsarBackend:
             log.warning("could not ensure Pulsar tenant %s via %s: %s", TOPICSPACE, self.admin_url, e)
             self._tenant_ready = True
 
-    async def _guard(self, what: str, start):
+    async def _guard(self, what: str, start: Callable[[], Awaitable[T]]) -> T:
         """Run the Pulsar call ``start()``; a time-out is tried again, other failures are not.
 
         Creating a persistent topic's first producer or subscription makes the broker open a
@@ -199,10 +204,13 @@ class PulsarBackend:
         a time-out is retried, :data:`OPERATION_ATTEMPTS` attempts in all; a broker that refuses
         connections fails at once.
         """
-        for attempt in range(1, OPERATION_ATTEMPTS + 1):
+        errors: tuple[type[BaseException], ...] = (TimeoutError, *_errors())
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 return await asyncio.wait_for(start(), self.connect_timeout + 5)
-            except (TimeoutError, *_errors()) as e:
+            except errors as e:
                 if attempt < OPERATION_ATTEMPTS and _is_timeout(e):
                     log.warning("%s on Pulsar at %s timed out (attempt %d of %d); trying again",
                                 what, self.url, attempt, OPERATION_ATTEMPTS)
@@ -214,7 +222,7 @@ class PulsarBackend:
 
         :param batching: by default flow (work) queues batch for throughput and request/response
             queues never wait for a batch; ``False`` gives a flow-queue producer without the batch
-            delay, for sends a caller waits for (it cost ~1.3 ms per send on the test server).
+            delay, for sends a caller waits for (its cost: ``bench/README.md``).
         """
         parse_queue(queue)
         await self._prepare()
@@ -248,6 +256,6 @@ class PulsarBackend:
         if self._client is not None:
             try:
                 await self._client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing is best effort: the client is dropped either way
                 pass
             self._client = None

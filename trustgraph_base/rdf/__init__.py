@@ -16,5 +16,5 @@ from .validation import validate_trace  # SHACL check of a whole trace (loads py
 
 __all__ = [
     "MAX_TRIPLE_DEPTH", "TermError", "get_term_value", "parse_term", "parse_triple",
-    "serialize_term", "serialize_triple", "validate_iri", "validate_term", "validate_triple",
+    "serialize_term", "serialize_triple", "validate_iri", "validate_term", "validate_trace", "validate_triple",
 ]

@@ -82,6 +82,7 @@ def serialize(triples: Iterable[Triple], format: str = "turtle", prefixes: Mappi
     """
     fmt, datasets = _format(format)
     triples = list(triples)
+    items: list[ox.Quad] | list[ox.Triple]
     if datasets:
         items = [to_quad(t) for t in triples]
     else:
@@ -102,6 +103,8 @@ def serialize(triples: Iterable[Triple], format: str = "turtle", prefixes: Mappi
         data = ox.serialize(items, format=fmt, prefixes=use_prefixes or None)
     except (ValueError, TypeError) as e:
         raise ExportError(f"cannot write {format}: {e}") from None
+    if data is None:  # pyoxigraph returns the bytes when no output file is given
+        raise ExportError(f"cannot write {format}: pyoxigraph returned nothing")
     return data.decode("utf-8")
 
 

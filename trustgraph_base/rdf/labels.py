@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 
 from ..schema import BLANK, IRI, LITERAL, TRIPLE, Term
+from .terms import quoted, spo
 
 __all__ = ["fallback_label", "term_label"]
 
@@ -29,6 +30,6 @@ def term_label(term: Term, labels: Mapping[str, str]) -> str:
     if term.type == BLANK:
         return f"_:{term.value}"
     if term.type == TRIPLE:
-        t = term.triple
-        return f"<<{term_label(t.s, labels)} {term_label(t.p, labels)} {term_label(t.o, labels)}>>"
+        s, p, o = spo(quoted(term))
+        return f"<<{term_label(s, labels)} {term_label(p, labels)} {term_label(o, labels)}>>"
     return str(term.value)

@@ -21,17 +21,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Union
 
 import pyoxigraph as ox
 
 from ..schema.primitives import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
-from .terms import MAX_TRIPLE_DEPTH, RDF_LANG_STRING, XSD_STRING, TermError, validate_iri, validate_term
+from .terms import (
+    MAX_TRIPLE_DEPTH,
+    RDF_LANG_STRING,
+    XSD_STRING,
+    TermError,
+    quoted,
+    spo,
+    validate_iri,
+    validate_term,
+)
 
 __all__ = ["OxTerm", "to_oxigraph_term", "from_oxigraph_term", "to_oxigraph_triple", "to_quad", "from_quad"]
 
 #: Any pyoxigraph term we convert to or from.
-OxTerm = Union[ox.NamedNode, ox.BlankNode, ox.Literal, ox.Triple]
+OxTerm = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 
 _SUBJECT_MESSAGE = ("a triple term cannot be a subject: triple terms may only be objects "
                     "in RDF 1.2 exports ({where})")
@@ -50,14 +58,18 @@ def _subject(term: Term, where: str) -> ox.NamedNode | ox.BlankNode:
         raise TermError(_SUBJECT_MESSAGE.format(where=where))
     if term.type == LITERAL:
         raise TermError(f"a literal cannot be a subject in RDF ({where})")
-    return _convert(term)
+    if term.type == IRI:
+        return ox.NamedNode(term.value)
+    if term.type == BLANK:
+        return ox.BlankNode(term.value)
+    raise TermError(f"unknown term type {term.type!r}")
 
 
 def _triple(triple: Triple) -> ox.Triple:
-    if triple.p.type != IRI:
+    s, p, o = spo(triple)
+    if p.type != IRI:
         raise TermError("predicate must be an IRI")
-    return ox.Triple(_subject(triple.s, "inside a triple term"), ox.NamedNode(triple.p.value),
-                     _convert(triple.o))
+    return ox.Triple(_subject(s, "inside a triple term"), ox.NamedNode(p.value), _convert(o))
 
 
 def _convert(term: Term) -> OxTerm:
@@ -69,7 +81,7 @@ def _convert(term: Term) -> OxTerm:
     if t == BLANK:
         return ox.BlankNode(term.value)
     if t == TRIPLE:
-        return _triple(term.triple)
+        return _triple(quoted(term))
     raise TermError(f"unknown term type {t!r}")
 
 
@@ -103,12 +115,11 @@ def to_oxigraph_triple(triple: Triple) -> ox.Triple:
     """
     if triple is None:
         raise TermError("triple is missing")
-    validate_term(triple.s)
-    validate_term(triple.p)
+    s, p = validate_term(triple.s), validate_term(triple.p)
     validate_term(triple.o)
-    if triple.s.type == TRIPLE:
-        raise TermError(_SUBJECT_MESSAGE.format(where=f"subject of a triple with predicate <{triple.p.value}>"))
-    if triple.s.type == LITERAL:
+    if s.type == TRIPLE:
+        raise TermError(_SUBJECT_MESSAGE.format(where=f"subject of a triple with predicate <{p.value}>"))
+    if s.type == LITERAL:
         raise TermError("a literal cannot be a subject in RDF")
     with _pyoxigraph_errors("triple"):
         return _triple(triple)

@@ -20,7 +20,7 @@ from ..schema.primitives import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 __all__ = [
     "TermError", "MAX_TRIPLE_DEPTH", "MAX_LITERAL_LENGTH", "MAX_IRI_LENGTH",
     "validate_iri", "validate_term", "validate_triple",
-    "serialize_term", "serialize_triple", "get_term_value", "parse_term", "parse_triple",
+    "serialize_term", "serialize_triple", "get_term_value", "parse_term", "parse_triple", "quoted", "spo",
 ]
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
@@ -128,18 +128,32 @@ def validate_term(term: Term | None, depth: int = 0) -> Term:
     return term
 
 
-def validate_triple(triple: Triple, depth: int = 0) -> Triple:
+def validate_triple(triple: Triple | None, depth: int = 0) -> Triple:
     """Check a triple: predicate must be an IRI, graph an IRI or ``""``."""
     if triple is None:
         raise TermError("triple is missing")
     validate_term(triple.s, depth)
-    validate_term(triple.p, depth)
-    if triple.p.type != IRI:
+    if validate_term(triple.p, depth).type != IRI:
         raise TermError("predicate must be an IRI")
     validate_term(triple.o, depth)
     if triple.g:
         validate_iri(triple.g)
     return triple
+
+
+def spo(triple: Triple) -> tuple[Term, Term, Term]:
+    """Subject, predicate and object of a triple that has all three (stored and validated ones do)."""
+    s, p, o = triple.s, triple.p, triple.o
+    if s is None or p is None or o is None:
+        raise TermError("triple without a subject, predicate or object")
+    return s, p, o
+
+
+def quoted(term: Term) -> Triple:
+    """The triple of a triple term."""
+    if term.triple is None:
+        raise TermError("triple term without a triple")
+    return term.triple
 
 
 # ---------------------------------------------------------------- serialisation
@@ -148,7 +162,7 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b
 _NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]')
 
 
-def _escape_char(m: re.Match) -> str:
+def _escape_char(m: re.Match[str]) -> str:
     c = m.group()
     return _ESCAPES.get(c) or f"\\u{ord(c):04X}"
 
@@ -172,7 +186,7 @@ def serialize_term(term: Term) -> str:
     if t == LITERAL:
         return _literal(term)
     if t == TRIPLE:
-        return serialize_triple(term.triple)
+        return serialize_triple(quoted(term))
     if t == BLANK:
         return f"_:{term.value}"
     raise TermError(f"unknown term type {t!r}")
@@ -180,14 +194,14 @@ def serialize_term(term: Term) -> str:
 
 def serialize_triple(triple: Triple) -> str:
     """The canonical string of a triple term: ``<<( s p o )>>``."""
-    return (f"<<( {serialize_term(triple.s)} {serialize_term(triple.p)} "
-            f"{serialize_term(triple.o)} )>>")
+    s, p, o = spo(triple)
+    return f"<<( {serialize_term(s)} {serialize_term(p)} {serialize_term(o)} )>>"
 
 
 def get_term_value(term: Term) -> str:
     """The plain value of a term: the IRI, lexical form or blank id; the canonical string for triple terms."""
     if term.type == TRIPLE:
-        return serialize_triple(term.triple)
+        return serialize_triple(quoted(term))
     return term.value
 
 
@@ -197,7 +211,7 @@ _UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t", "b": "\b", 
 _ESCAPE_SEQ = re.compile(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.S)
 
 
-def _unescape(m: re.Match) -> str:
+def _unescape(m: re.Match[str]) -> str:
     e = m.group(1)
     if e[0] in "uU":
         return chr(int(e[1:], 16))
@@ -220,7 +234,7 @@ def parse_triple(text: str) -> Triple:
     term = parse_term(text)
     if term.type != TRIPLE:
         raise TermError(f"not a triple term: {text[:80]!r}")
-    return term.triple
+    return quoted(term)
 
 
 def _skip_ws(text: str, i: int) -> int:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..provenance import namespaces as ns
 from ..schema.primitives import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
-from .terms import TermError, serialize_term, validate_triple
+from .terms import TermError, quoted, serialize_term, spo, validate_triple
 
 if TYPE_CHECKING:
     from rdflib import Graph, URIRef
@@ -140,16 +140,17 @@ class _Copier:
             node = r.URIRef(_QUOTED_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest())
             if node not in self.quoted:
                 self.quoted[node] = canonical
-                inner, add = term.triple, self.graph.add
+                (s, p, o), add = spo(quoted(term)), self.graph.add
                 add((node, r.RDF.type, r.URIRef(TG_QUOTED_TRIPLE)))
-                add((node, r.RDF.subject, self.node(inner.s)))
-                add((node, r.RDF.predicate, self.node(inner.p)))
-                add((node, r.RDF.object, self.node(inner.o)))
+                add((node, r.RDF.subject, self.node(s)))
+                add((node, r.RDF.predicate, self.node(p)))
+                add((node, r.RDF.object, self.node(o)))
             return node
         raise TermError(f"unknown term type {t!r}")
 
     def add(self, triple: Triple) -> None:
-        self.graph.add((self.node(triple.s), self.node(triple.p), self.node(triple.o)))
+        s, p, o = spo(triple)
+        self.graph.add((self.node(s), self.node(p), self.node(o)))
 
 
 def to_rdflib_graph(triples: Iterable[Triple]) -> tuple[Graph, dict[URIRef, str]]:
@@ -168,7 +169,8 @@ def to_rdflib_graph(triples: Iterable[Triple]) -> tuple[Graph, dict[URIRef, str]
 def load_shapes() -> Graph:
     """The shipped SHACL shapes (parsed once)."""
     text = resources.files("trustgraph_base.rdf").joinpath("shapes/trace.ttl").read_text("utf-8")
-    return _lib().Graph().parse(data=text, format="turtle")
+    shapes: Graph = _lib().Graph().parse(data=text, format="turtle")
+    return shapes
 
 
 @contextmanager
@@ -265,7 +267,7 @@ class _Renderer:
 
 # ---------------------------------------------------------------- one report per broken chain
 
-def _parents(data: Graph, node: Any) -> list:
+def _parents(data: Graph, node: Any) -> list[Any]:
     """The nodes a stage hangs off: derivation links out, and the Focus selecting an edge selection."""
     r = _lib()
     out = [o for p in (ns.PROV_WAS_DERIVED_FROM, ns.PROV_WAS_GENERATED_BY) for o in data.objects(node, r.URIRef(p))]

@@ -2,8 +2,8 @@
 
 A bulk insert builds tens of thousands of short-lived tuples (canonical keys, id rows), and
 every 700 of them start a collection that walks all young objects, among them the batch of
-``Triple`` objects the caller has just built.  Measured on a 1M-triple SQLite load in
-batches of 10,000: 85-87k triples/s with the collector running, 95-96k with it off.  An
+``Triple`` objects the caller has just built, which slows a bulk load measurably
+(``bench/README.md``, "The collector paused during inserts").  An
 insert's objects form no reference cycles (reference counting frees them as before); what
 the pause delays is only the collection of cycles other code makes meanwhile, and of a
 failed insert's traceback, until the last concurrent bulk write ends.

@@ -19,8 +19,8 @@ Rules every backend follows (the conformance suite checks them):
 * Re-adding an id with byte-identical content (same sha256, same parent) is idempotent and
   returns the stored metadata; any other re-add raises :class:`DocumentExists`.
 * Reads verify the sha256 recorded at write time (:class:`ContentCorrupt` otherwise).
-* Users and collections are validated (:func:`~trustgraph_base.store.names.check_names`), ids too (:func:`check_document_id`);
-  all are bound as parameters, never formatted into SQL/CQL or paths.
+* Users and collections are validated (:func:`~trustgraph_base.store.names.check_names`), ids too
+  (:func:`check_document_id`); all are bound as parameters, never formatted into SQL/CQL or paths.
 
 ### Usage example
 
@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..codec import CodecError, decode, encode
 from ..schema.library import ANSWER, CHUNK, DOCUMENT_TYPES, PAGE, SOURCE, DocumentMetadata
@@ -144,7 +144,7 @@ class LibrarianStore(Protocol):
         ...
 
 
-def open_librarian_store(backend: str = "sqlite", **options) -> LibrarianStore:
+def open_librarian_store(backend: str = "sqlite", **options: Any) -> LibrarianStore:
     """Open a librarian store by backend name (:data:`~trustgraph_base.store.registry.LIBRARIAN_STORES`).
 
     :param backend: ``"sqlite"`` (options: ``home``, ``part_size``) or ``"cassandra"``
@@ -152,7 +152,8 @@ def open_librarian_store(backend: str = "sqlite", **options) -> LibrarianStore:
         ``keyspace_prefix``).
     :raises InvalidQuery: for an unknown backend name.
     """
-    return LIBRARIAN_STORES.open(backend, **options)
+    store: LibrarianStore = LIBRARIAN_STORES.open(backend, **options)
+    return store
 
 
 # ------------------------------------------------------------------ validation shared by backends

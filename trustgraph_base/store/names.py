@@ -8,6 +8,7 @@ always safe and always distinct.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import re
@@ -41,10 +42,15 @@ def check_collection(collection: str) -> str:
     return collection
 
 
-_NO_COLLECTION = object()
+class _Missing(enum.Enum):
+    COLLECTION = enum.auto()
 
 
-def check_names(user: str, collection: str = _NO_COLLECTION) -> None:  # type: ignore[assignment]
+#: ``check_names`` without a collection: only the user is checked (``None`` is an invalid collection).
+_NO_COLLECTION = _Missing.COLLECTION
+
+
+def check_names(user: str, collection: str | _Missing = _NO_COLLECTION) -> None:
     """Validate a user (and, when given, a collection) name for a store or a service request.
 
     The one check every store method and query service runs first: a bad name is a bad request,

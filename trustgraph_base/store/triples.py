@@ -42,17 +42,29 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from threading import Lock
-from typing import Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..provenance import namespaces as ns
 from ..provenance.uris import trace_root_of
-from ..rdf.terms import MAX_TRIPLE_DEPTH, TermError, parse_term, serialize_term, validate_iri, validate_term
+from ..rdf.terms import (
+    MAX_TRIPLE_DEPTH,
+    TermError,
+    parse_term,
+    quoted,
+    serialize_term,
+    spo,
+    validate_iri,
+    validate_term,
+)
 from ..schema.primitives import IRI, TRIPLE, Term, Triple
 from ..schema.query import TraceSummary, TriplePattern
 from .errors import InvalidQuery
 from .gc_pause import gc_paused
 from .names import check_names
 from .registry import TRIPLE_STORES
+
+#: What a backend opens for a user: SQLite's connection, Cassandra's prepared statements.
+Space = TypeVar("Space")
 
 __all__ = [
     "TriplesStore", "TracePage", "TriplesStoreBase", "open_triples_store",
@@ -177,7 +189,7 @@ class TriplesStore(Protocol):
 
 # ---------------------------------------------------------------- opening
 
-def open_triples_store(backend: str = "sqlite", **options) -> TriplesStore:
+def open_triples_store(backend: str = "sqlite", **options: Any) -> TriplesStore:
     """Open a triple store by backend name (:data:`~trustgraph_base.store.registry.TRIPLE_STORES`).
 
     :param backend: ``"sqlite"`` (options: ``home``: directory, default ``$TG_HOME``) or
@@ -185,7 +197,8 @@ def open_triples_store(backend: str = "sqlite", **options) -> TriplesStore:
     :param options: passed to the backend's constructor.
     :raises InvalidQuery: for an unknown backend name (a ``ValueError``).
     """
-    return TRIPLE_STORES.open(backend, **options)
+    store: TriplesStore = TRIPLE_STORES.open(backend, **options)
+    return store
 
 
 # ---------------------------------------------------------------- names, patterns, terms
@@ -221,9 +234,8 @@ def _triple_key(term: Term, depth: int) -> str:
         elif position is not None and position.type == TRIPLE:
             keys.append(_triple_key(position, depth + 1))
         else:
-            validate_term(position, depth + 1)
-            keys.append(serialize_term(position))
-    if t.p.type != IRI:
+            keys.append(serialize_term(validate_term(position, depth + 1)))
+    if t.p is None or t.p.type != IRI:
         raise TermError("predicate must be an IRI")
     return f"<<( {keys[0]} {keys[1]} {keys[2]} )>>"
 
@@ -236,8 +248,7 @@ def _term_key(term: Term | None) -> str:
             return _iri_key(term.value)
         if kind == TRIPLE:
             return _triple_key(term, 0)
-    validate_term(term)
-    return serialize_term(term)
+    return serialize_term(validate_term(term))
 
 
 def _graph_key(g: str | None) -> str:
@@ -271,7 +282,7 @@ def prepare_triples(triples: Sequence[Triple]) -> list[QuadKey]:
             g = graphs.get(t.g) if t.g.__class__ is str else None
             key = (sk or _term_key(s), pk or _term_key(p), ok or _term_key(o),
                    g if g is not None else _graph_key(t.g))
-            if p.type != IRI:
+            if p is None or p.type != IRI:
                 raise TermError("predicate must be an IRI")
             if g is None:
                 graphs[t.g or ""] = key[3]
@@ -292,7 +303,7 @@ def _checked_key(i: int, t: object) -> QuadKey:
             if position is not None and not isinstance(position, Term):
                 raise TermError(f"expected a Term, got {type(position).__name__}")
         key = (_term_key(t.s), _term_key(t.p), _term_key(t.o), _graph_key(t.g))
-        if t.p.type != IRI:
+        if t.p is None or t.p.type != IRI:
             raise TermError("predicate must be an IRI")
     except TermError as e:
         raise InvalidQuery(f"triple {i}: {e}") from None
@@ -340,8 +351,9 @@ _PARSED_LOCK = Lock()
 
 def _copy(term: Term) -> Term:
     if term.type == TRIPLE:
-        t = term.triple
-        return Term(TRIPLE, term.value, term.datatype, term.language, Triple(_copy(t.s), _copy(t.p), _copy(t.o), t.g))
+        t = quoted(term)
+        s, p, o = spo(t)
+        return Term(TRIPLE, term.value, term.datatype, term.language, Triple(_copy(s), _copy(p), _copy(o), t.g))
     return Term(term.type, term.value, term.datatype, term.language)
 
 
@@ -383,6 +395,11 @@ def timestamp_micros(text: str) -> int | None:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return None
+    return _micros(when)
+
+
+def _micros(when: datetime) -> int:
+    """Microseconds since the epoch (a naive ``when`` is UTC)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     delta = when - _EPOCH
@@ -416,7 +433,7 @@ def extract_traces(quads: Sequence[QuadKey], now: datetime | None = None) -> lis
             started.setdefault(s, term_from_key(o).value)
         elif p == _PARENT_KEY and o.startswith("<") and not o.startswith("<<("):
             parent.setdefault(s, o[1:-1])
-    fallback = timestamp_micros((now or datetime.now(UTC)).isoformat())
+    fallback = _micros(now or datetime.now(UTC))
     out = []
     for s, kind in questions.items():
         time_text = started.get(s, "")
@@ -435,7 +452,8 @@ def claimed_question(quads: Sequence[QuadKey]) -> IndexedTrace:
     return traces[0]
 
 
-def check_trace_query(user: str, collection: str, type: str, limit: int, cursor: str) -> tuple[int, tuple[int, str] | None]:
+def check_trace_query(user: str, collection: str, type: str, limit: int,
+                      cursor: str) -> tuple[int, tuple[int, str] | None]:
     """Validate ``list_traces`` arguments; returns ``(limit, decoded cursor or None)``."""
     check_names(user, collection)
     if type not in ("", *_TRACE_TYPE_NAMES):
@@ -475,7 +493,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
 
 # ---------------------------------------------------------------- the backends' shared front
 
-class TriplesStoreBase:
+class TriplesStoreBase(Generic[Space]):
     """The public methods of :class:`TriplesStore`: argument checks first, then the backend's step.
 
     Every method validates what it is given (names, triples, patterns, page sizes, trace
@@ -487,7 +505,7 @@ class TriplesStoreBase:
 
     backend: str
 
-    def _space(self, user: str):
+    def _space(self, user: str) -> Space | None:
         """The user's storage if it exists, else ``None`` (never creates it)."""
         raise NotImplementedError
 
@@ -598,34 +616,34 @@ class TriplesStoreBase:
     def _claim(self, user: str, collection: str, quads: list[QuadKey], question: IndexedTrace) -> bool:
         raise NotImplementedError
 
-    def _delete(self, space, user: str, collection: str, quads: list[QuadKey]) -> int:
+    def _delete(self, space: Space, user: str, collection: str, quads: list[QuadKey]) -> int:
         raise NotImplementedError
 
-    def _delete_collection(self, space, user: str, collection: str) -> int:
+    def _delete_collection(self, space: Space, user: str, collection: str) -> int:
         raise NotImplementedError
 
-    def _query(self, space, user: str, collection: str, pk: PatternKey) -> list[Triple]:
+    def _query(self, space: Space, user: str, collection: str, pk: PatternKey) -> list[Triple]:
         raise NotImplementedError
 
-    def _query_many(self, space, user: str, collection: str, keys: list[PatternKey]) -> list[list[Triple]]:
+    def _query_many(self, space: Space, user: str, collection: str, keys: list[PatternKey]) -> list[list[Triple]]:
         raise NotImplementedError
 
-    def _iter_query(self, space, user: str, collection: str, pk: PatternKey,
+    def _iter_query(self, space: Space, user: str, collection: str, pk: PatternKey,
                     page_size: int) -> Iterator[list[Triple]]:
         raise NotImplementedError
 
-    def _count(self, space, user: str, collection: str, pk: PatternKey) -> int:
+    def _count(self, space: Space, user: str, collection: str, pk: PatternKey) -> int:
         raise NotImplementedError
 
-    def _list_collections(self, space, user: str) -> list[str]:
+    def _list_collections(self, space: Space, user: str) -> list[str]:
         raise NotImplementedError
 
-    def _list_traces(self, space, user: str, collection: str, type: str, limit: int,
+    def _list_traces(self, space: Space, user: str, collection: str, type: str, limit: int,
                      after: tuple[int, str] | None) -> TracePage:
         raise NotImplementedError
 
-    def _get_trace(self, space, user: str, collection: str, question_uri: str) -> TraceSummary | None:
+    def _get_trace(self, space: Space, user: str, collection: str, question_uri: str) -> TraceSummary | None:
         raise NotImplementedError
 
-    def _remove_trace(self, space, user: str, collection: str, question_uri: str) -> None:
+    def _remove_trace(self, space: Space, user: str, collection: str, question_uri: str) -> None:
         raise NotImplementedError

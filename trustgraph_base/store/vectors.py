@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -130,7 +130,7 @@ class VectorIndex(Protocol):
         ...
 
 
-def open_vector_index(backend: str = "sqlite", kind: str = "graph", **options) -> VectorIndex:
+def open_vector_index(backend: str = "sqlite", kind: str = "graph", **options: Any) -> VectorIndex:
     """Open a vector index by backend name (:data:`~trustgraph_base.store.registry.VECTOR_INDEXES`).
 
     :param backend: ``"sqlite"`` (options: ``home``) or ``"cassandra"`` (options: ``config``,
@@ -139,7 +139,8 @@ def open_vector_index(backend: str = "sqlite", kind: str = "graph", **options) -
     :raises InvalidQuery: for an unknown backend or kind.
     """
     check_kind(kind)
-    return VECTOR_INDEXES.open(backend, kind=kind, **options)
+    index: VectorIndex = VECTOR_INDEXES.open(backend, kind=kind, **options)
+    return index
 
 
 # ------------------------------------------------------------------ validation shared by backends

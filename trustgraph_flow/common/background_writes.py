@@ -1,11 +1,11 @@
 """Explain triples are stored without the query waiting for each write, and without gaps.
 
 A query sends each stage's triples to the ``explainability`` queue the moment the stage is
-done (DESIGN.md 4).  Waiting for the broker's acknowledgement of each send put one
-persistent-queue round trip per stage on the query's critical path (11-19 ms each on Pulsar);
-now each send starts at once and runs beside the next stage.  The sends are chained: one
-starts after the previous one was acknowledged, and none starts after a failure, so what
-reaches storage is always a prefix of the stages the client saw (never a trace with a hole),
+done (docs/guarantees.md, "Traces").  Each send starts at once and runs beside the next
+stage: waiting for the broker's acknowledgement of each send would put one persistent-queue
+round trip per stage on the query's critical path (``bench/README.md``).  The sends are
+chained: one starts after the previous one was acknowledged, and none starts after a failure,
+so what reaches storage is always a prefix of the stages the client saw (never a trace with a hole),
 and :attr:`BackgroundWrites.last_written` names the stage an Error can be derived from.  The
 session's last message waits for the chain (:meth:`BackgroundWrites.wait`): ``end_of_session``
 still means every stage is durably queued, and a failed send still turns the query into an error.

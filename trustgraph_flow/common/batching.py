@@ -100,7 +100,8 @@ class Batcher(Generic[T]):
         await self._linger()
         while self._pending:
             self._closing_item = False  # it is in this batch or the next: no linger until then
-            batch, total = [], 0
+            batch: list[tuple[T, asyncio.Future]] = []
+            total = 0
             while self._pending and (not batch or total + self._size(self._pending[0][0]) <= self.max_size):
                 entry = self._pending.pop(0)
                 batch.append(entry)

@@ -22,7 +22,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
 from trustgraph_base.provenance.triples import error_triples
@@ -35,7 +35,7 @@ from .response_stream import ResponseStream
 
 log = logging.getLogger(__name__)
 
-__all__ = ["QuerySession", "ExplainStore", "Failure", "alongside", "check_question", "query_size_error",
+__all__ = ["QuerySession", "ExplainStore", "Failure", "TraceFields", "alongside", "check_question", "query_size_error",
            "MAX_QUERY_CHARS", "NO_ANSWER_ERROR"]
 
 #: Longest question accepted (characters).  A question, not a document: far below the 4 MiB literal
@@ -48,9 +48,19 @@ NO_ANSWER_ERROR = "the model returned no answer"
 R = TypeVar("R")
 T = TypeVar("T")
 
+
+
+class TraceFields(TypedDict, total=False):
+    """The fields of a response message that name its trace (none when nothing was stored)."""
+
+    explain_id: str
+    explain_collection: str
+    explain_graph: str
+
+
 #: Makes a failed session's last message from the failure, its one-line message and the fields that name
-#: the trace stored so far (``explain_id``, ``explain_collection``, ``explain_graph``; none when nothing was).
-Failure = Callable[[Exception, str, dict[str, str]], R]
+#: the trace stored so far (:class:`TraceFields`).
+Failure = Callable[[Exception, str, TraceFields], R]
 
 
 class ExplainStore(Protocol):
@@ -154,7 +164,7 @@ class QuerySession(Generic[R]):
         await self.writes.wait()
         await self.send(last)
 
-    def trace_fields(self) -> dict[str, str]:
+    def trace_fields(self) -> TraceFields:
         """The fields of a message that name the trace: where its stages are stored."""
         return {"explain_id": self.question_uri, "explain_collection": self.collection,
                 "explain_graph": GRAPH_RETRIEVAL}
@@ -239,8 +249,9 @@ class QuerySession(Generic[R]):
         log.warning("%s failed at %s: %s", self.subject, self.stage, message)
         await self.writes.settle()
         stored = self.writes.last_written  # the Error follows the last stage that reached storage
-        if self.explainable and stored:
-            err_uri = parse_trace_uri(self.question_uri).stage_uri("error")
+        trace = parse_trace_uri(self.question_uri)
+        if self.explainable and stored and trace is not None:
+            err_uri = trace.stage_uri("error")
             try:
                 await self.explain(err_uri, error_triples(err_uri, stored, message, self.stage))
                 await self.writes.wait()

@@ -1,11 +1,10 @@
 """A query's response messages, sent in order without the query waiting for each explain event.
 
-Every explain event used to be awaited where it was emitted: one broker round trip per stage
-(0.8 ms on Pulsar for a non-persistent send, plus the wait for the event loop) on the query's
-critical path, for a message nothing in the query depends on.  Now an explain event is queued
-(:meth:`ResponseStream.send_soon`) and goes out in the background, in order; every other
-message (answer text, the final message) is sent after everything queued before it
-(:meth:`ResponseStream.send`), so the client sees exactly the order in which they were
+An explain event is queued (:meth:`ResponseStream.send_soon`) and goes out in the background,
+in order: awaiting it where it is emitted would put one broker round trip per stage on the
+query's critical path (``bench/README.md``), for a message nothing in the query depends on.
+Every other message (answer text, the final message) is sent after everything queued before
+it (:meth:`ResponseStream.send`), so the client sees exactly the order in which they were
 produced, and a failed send still fails the query at its next awaited message.
 """
 

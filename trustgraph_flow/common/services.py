@@ -127,7 +127,8 @@ def client_spec(service: str, flow: str, *, name: str | None = None, timeout: fl
                                resend_after=s.resend_after(timeout))
 
 
-def request_spec(service: str, flow: str, handler, *, name: str = "request", concurrency: int | None = None) -> ConsumerSpec:
+def request_spec(service: str, flow: str, handler, *, name: str = "request",
+                 concurrency: int | None = None) -> ConsumerSpec:
     """The consumer spec of the service that answers ``service`` requests (errors become error replies)."""
     s = SERVICES[service]
     return ConsumerSpec(name, request_queue(service, flow), s.request, handler,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trustgraph_base.processor.launcher import ConfigurationError
+from trustgraph_base.pubsub import Backend
 from trustgraph_base.store.cassandra.connection import DEFAULT_CONSISTENCY, CassandraConfig, replication_from_env
 from trustgraph_base.store.registry import REGISTRIES, backend_names
 
@@ -100,7 +101,10 @@ def store_options_for(backend: str, options: dict[str, Any] | None) -> dict[str,
 
 
 def open_store(store_kind: str, backend: str, options: dict[str, Any] | None = None, **kw: Any) -> Any:
-    """A new store of ``store_kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``; ``kw`` go to its opener."""
+    """A new store of ``store_kind`` (``triples``, ``vectors``, ``librarian``) on ``backend``.
+
+    ``kw`` go to its opener.
+    """
     module, _, name = _OPENERS[store_kind].partition(":")
     opener = getattr(importlib.import_module(module), name)
     return opener(backend, **kw, **store_options_for(backend, options))
@@ -119,8 +123,12 @@ class StoreBackedProcessor:
     :param store_options: options of the backends (see :func:`store_options_for`).
     """
 
+    # provided by the Processor this is mixed into
+    backend: Backend
+    id: str
+
     def __init__(self, *, store: str | None = None, store_backends: dict[str, str] | None = None,
-                 store_options: dict | None = None, **params):
+                 store_options: dict[str, Any] | None = None, **params: Any):
         super().__init__(**params)
         self.store_backend = store
         self.store_backends = dict(store_backends or {})
@@ -128,7 +136,10 @@ class StoreBackedProcessor:
         self._owned_stores: list = []
 
     def backend_for(self, kind: str) -> str:
-        """The backend of the ``kind`` store; raises :class:`ConfigurationError` on a durable bus when none was chosen."""
+        """The backend of the ``kind`` store.
+
+        :raises ConfigurationError: on a durable bus when none was chosen.
+        """
         chosen = self.store_backends.get(kind) or self.store_backend
         if chosen:
             return chosen

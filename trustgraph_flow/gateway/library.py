@@ -122,6 +122,13 @@ class Library:
     async def _request(self, op: str, user: str, collection: str, **kw) -> LibrarianResponse:
         return await self.call(LibrarianRequest(operation=op, user=user, collection=collection, **kw))
 
+    async def _document_metadata(self, user: str, collection: str, document_id: str) -> DocumentMetadata:
+        resp = await self._request("get-document-metadata", user, collection, document_id=document_id)
+        meta = resp.document_metadata
+        if meta is None:
+            raise GatewayRequestError(f"the librarian sent no metadata for {document_id[:200]!r}", GATEWAY_ERROR)
+        return meta
+
     async def locate(self, user: str, document_id: str) -> str:
         """The collection of ``user`` holding ``document_id`` (see the module docstring)."""
         found = (await self._request("find-document", user, self.library_collection,
@@ -130,8 +137,7 @@ class Library:
             raise GatewayRequestError(f"document {document_id[:200]!r} not found", "not-found")
         if len(found) == 1:
             return found[0]
-        metas = [(await self._request("get-document-metadata", user, c, document_id=document_id)).document_metadata
-                 for c in found]
+        metas = [await self._document_metadata(user, c, document_id) for c in found]
         if len({m.sha256 for m in metas}) > 1:
             raise GatewayRequestError(
                 f"document {document_id[:200]!r} exists with different content in collections "
@@ -145,9 +151,8 @@ class Library:
 
     async def _metadata(self, body: dict, user: str) -> dict:
         doc_id = document_id_of(body)
-        resp = await self._request("get-document-metadata", user, await self.locate(user, doc_id),
-                                   document_id=doc_id)
-        return {"document-metadata": metadata_to_wire(resp.document_metadata)}
+        return {"document-metadata": metadata_to_wire(await self._document_metadata(
+            user, await self.locate(user, doc_id), doc_id))}
 
     async def _list(self, body: dict, user: str) -> dict:
         collection = collection_of(body) if body.get("collection") else self.library_collection
@@ -179,7 +184,7 @@ class Library:
             raise GatewayRequestError(f"document {doc_id[:200]!r} not found", "not-found")
         if target not in found:
             source = await self.locate(user, doc_id)
-            meta = (await self._request("get-document-metadata", user, source, document_id=doc_id)).document_metadata
+            meta = await self._document_metadata(user, source, doc_id)
             if meta.document_type != SOURCE:
                 raise GatewayRequestError(f"{doc_id[:200]!r} is a {meta.document_type}, not a source document")
             content = (await self._request("get-document-content", user, source, document_id=doc_id)).content

@@ -142,7 +142,7 @@ class Socket:
         """Run ``work`` as the open request ``request_id`` (cancelled when the socket closes)."""
         task = asyncio.create_task(work)
         self.open[request_id] = task
-        task.add_done_callback(lambda _t, rid=request_id: self.open.pop(rid, None))
+        task.add_done_callback(lambda _task: self.open.pop(request_id, None))
 
     def auth_ok(self) -> dict:
         """The frame a successful auth gets."""

@@ -43,7 +43,7 @@ async def aggregate(service: str, replies: AsyncIterator[Reply]) -> dict:
     async for reply in replies:
         if reply.error is not None:
             return {"error": reply.error}
-        body = reply.body
+        body = reply.body or {}
         if service == "triples":
             quads += body["response"]
         elif service == "agent":
@@ -76,7 +76,7 @@ class Rest:
         try:
             principal = self.auth.principal(bearer_token(request.headers.get("Authorization")))
         except AccessDenied as e:
-            raise web.HTTPUnauthorized(text=_text({"error": e.wire()}), content_type="application/json")
+            raise web.HTTPUnauthorized(text=_text({"error": e.wire()}), content_type="application/json") from e
         raw = await request.read()
         try:
             body = orjson.loads(raw)
@@ -91,7 +91,7 @@ class Rest:
         try:
             return self.auth.user_for(principal, body.get("workspace"))
         except AccessDenied as e:
-            raise web.HTTPForbidden(text=_text({"error": e.wire()}), content_type="application/json")
+            raise web.HTTPForbidden(text=_text({"error": e.wire()}), content_type="application/json") from e
 
     async def flow_service(self, request: web.Request) -> web.Response:
         kind = request.match_info["kind"]
@@ -113,7 +113,7 @@ class Rest:
         except GatewayRequestError as e:
             return _json({"error": e.wire()})
         async for reply in self.dispatcher.replies(user, "librarian", None, body):
-            return _json({"error": reply.error} if reply.error is not None else reply.body)
+            return _json({"error": reply.error} if reply.error is not None else reply.body or {})
         return _refusal(200, GATEWAY_ERROR, "no reply")
 
     async def openapi_json(self, request: web.Request) -> web.Response:

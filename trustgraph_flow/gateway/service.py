@@ -75,7 +75,10 @@ class ApiGateway(Processor):
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, backlog=1024)
         await site.start()
         if self.port == 0:
-            self.port = site._server.sockets[0].getsockname()[1]
+            server = site._server
+            if not isinstance(server, asyncio.Server):
+                raise RuntimeError("the gateway's site started without a listening server")
+            self.port = server.sockets[0].getsockname()[1]
         log.info("api-gateway listening on %s (flow %s, %s)", self.url, self.flow,
                  "tokens required" if self.auth.required else "open, loopback only")
 

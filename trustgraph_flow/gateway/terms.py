@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trustgraph_base.rdf.terms import quoted, spo
 from trustgraph_base.schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 
 from .wire import GatewayRequestError
@@ -66,13 +67,14 @@ def term_to_wire(term: Term) -> dict:
         return out
     if term.type == BLANK:
         return {"t": BLANK, "d": term.value}
-    t = term.triple
-    return {"t": TRIPLE, "tr": {"s": term_to_wire(t.s), "p": term_to_wire(t.p), "o": term_to_wire(t.o)}}
+    s, p, o = spo(quoted(term))
+    return {"t": TRIPLE, "tr": {"s": term_to_wire(s), "p": term_to_wire(p), "o": term_to_wire(o)}}
 
 
 def quad_to_wire(triple: Triple) -> dict:
     """A quad as TrustGraph sends it: ``g`` left out for the default graph."""
-    out = {"s": term_to_wire(triple.s), "p": term_to_wire(triple.p), "o": term_to_wire(triple.o)}
+    s, p, o = spo(triple)
+    out: dict[str, Any] = {"s": term_to_wire(s), "p": term_to_wire(p), "o": term_to_wire(o)}
     if triple.g:
         out["g"] = triple.g
     return out

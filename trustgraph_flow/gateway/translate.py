@@ -17,6 +17,7 @@ writes the default graph ``""`` and all graphs ``None`` (``docs/gateway.md``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from trustgraph_base.schema import (
@@ -114,7 +115,9 @@ def graph_rag_request(body: dict, user: str) -> GraphRagQuery:
     limits = {field: _int(body, key, 0) for key, field in _GRAPH_RAG_INTS.items()}
     return GraphRagQuery(query=_str(body, "query", required=True, limit=MAX_QUESTION_CHARS), user=user,
                          collection=collection_of(body), streaming=_bool(body, "streaming"), explainable=True,
-                         **limits)
+                         entity_limit=limits["entity_limit"], triple_limit=limits["triple_limit"],
+                         max_subgraph_size=limits["max_subgraph_size"], max_path_length=limits["max_path_length"],
+                         edge_limit=limits["edge_limit"])
 
 
 def document_rag_request(body: dict, user: str) -> DocumentRagQuery:
@@ -253,8 +256,9 @@ def triples_response(resp: TriplesQueryResponse) -> dict:
     return {"response": [quad_to_wire(t) for t in resp.triples]}
 
 
-RESPONSES = {"graph-rag": rag_response, "document-rag": rag_response, "agent": agent_response,
-             "triples": triples_response}
+#: Service -> the ``response`` of its reply frame.
+RESPONSES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "graph-rag": rag_response, "document-rag": rag_response, "agent": agent_response, "triples": triples_response}
 
 
 def is_complete(service: str, resp: Any) -> bool:

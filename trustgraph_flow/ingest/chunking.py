@@ -10,8 +10,8 @@ sentence end, else between words, and only as a last resort inside a word.  Unli
 split-then-merge splitter, the chunk positions are computed directly on the original text,
 so no offset is ever recovered by searching for the chunk's text.  The next chunk starts
 inside the previous one, at most ``chunk_overlap`` characters before its end, at the best
-boundary in that window (sentence before word), so overlaps are whole sentences or words (a start is only taken if the next chunk can still
-end between words).
+boundary in that window (sentence before word), so overlaps are whole sentences or words (a
+start is only taken if the next chunk can still end between words).
 Leading and trailing whitespace is trimmed from every chunk; whitespace-only text yields
 no chunks.
 """

@@ -4,7 +4,7 @@
                                                                        \\--> document-embeddings-write
                                         kg-extract --entity-contexts--> graph-embeddings-write
 
-Every stage writes its extraction provenance (DESIGN.md 3.4) to ``urn:graph:source``: the
+Every stage writes its extraction provenance (docs/trace-model.md) to ``urn:graph:source``: the
 decoder the Document and its Pages, the chunker the Chunks, the extractor one Subgraph per
 chunk with ``tg:contains <<( s p o )>>`` for each extracted triple, plus Activity/Agent records
 (component, version, model).  Page and chunk URIs are derived from the document and position,
@@ -189,8 +189,8 @@ class ChunkerService(_Stage):
         await asyncio.gather(*(store(c) for c in out))
         await self.store_triples(meta, msg.page_id, msg.document_id, prov)
         await self.progress(meta, msg.document_id, "chunked", item_id=msg.page_id, total=len(chunks))
-        for c in out:
-            await self.producer("chunks").send(c)
+        for chunk in out:
+            await self.producer("chunks").send(chunk)
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:

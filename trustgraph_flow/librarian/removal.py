@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.provenance import uris
-from trustgraph_base.rdf.terms import serialize_triple
+from trustgraph_base.rdf.terms import serialize_triple, spo
 from trustgraph_base.schema import IRI, TRIPLE, Term, Triple, TriplePattern
 from trustgraph_base.schema.library import DocumentRemoval
 
@@ -74,13 +74,13 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
     holders = triples.query_many(user, collection, [
         TriplePattern(p=_CONTAINS, o=Term(TRIPLE, triple=Triple(t.s, t.p, t.o)), g=ns.GRAPH_SOURCE,
                       limit=min(len(own) + 1, NODE_LIMIT)) for t in candidates])
-    orphaned = [t for t, h in zip(candidates, holders) if all(x.s.value in own for x in h)]
+    orphaned = [t for t, h in zip(candidates, holders, strict=True) if all(x.s.value in own for x in h)]
     report.kept_triples = len(candidates) - len(orphaned)
     report.knowledge_triples = triples.delete(user, collection, orphaned) if orphaned else 0
 
     # 2. vectors of the entities this document mentioned that have no triple left
     if graph_index is not None and candidates:
-        entities = sorted({x.value for t in candidates for x in (t.s, t.o) if x.type == IRI})
+        entities = sorted({x.value for s, _, o in map(spo, candidates) for x in (s, o) if x.type == IRI})
         left = triples.query_many(user, collection, [
             pattern for e in entities for pattern in (TriplePattern(s=_iri(e), g="", limit=1),
                                                       TriplePattern(o=_iri(e), g="", limit=1))])
@@ -105,7 +105,7 @@ def remove_document_data(user: str, collection: str, document_id: str, librarian
     if agents:
         used = triples.query_many(user, collection, [
             TriplePattern(p=_ASSOCIATED, o=_iri(a), g=ns.GRAPH_SOURCE, limit=1) for a in agents])
-        unused = [a for a, u in zip(agents, used) if not u]
+        unused = [a for a, u in zip(agents, used, strict=True) if not u]
         if unused:
             agent_triples = [t for found in triples.query_many(user, collection, [
                 TriplePattern(s=_iri(a), g=ns.GRAPH_SOURCE, limit=100) for a in unused]) for t in found]

@@ -122,7 +122,8 @@ class EmbeddingsService(Processor):
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--embeddings", choices=["local", "openai"], default=os.environ.get("TG_EMBEDDINGS", "local"))
+        parser.add_argument("--embeddings", choices=["local", "openai"],
+                            default=os.environ.get("TG_EMBEDDINGS", "local"))
         parser.add_argument("--embeddings-model", default=os.environ.get("OPENAI_EMBEDDING_MODEL"))
 
     @classmethod

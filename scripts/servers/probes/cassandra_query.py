@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     try:
         row = cluster.connect().execute("SELECT release_version FROM system.local").one()
         print(row.release_version)
-    except Exception as exc:  # any driver error means "not ready yet"
+    except Exception as exc:  # noqa: BLE001 - any driver error means "not ready yet"
         print(f"cassandra query failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:

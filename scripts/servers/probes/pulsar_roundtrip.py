@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     try:
         for topic in TOPICS:
             roundtrip(client, topic)
-    except Exception as exc:  # any client error means "not ready yet"
+    except Exception as exc:  # noqa: BLE001 - any client error means "not ready yet"
         print(f"pulsar round trip failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -20,10 +20,11 @@ import os
 import socket
 import threading
 from collections import namedtuple
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from ..errors import StoreError, StoreUnavailable
 
@@ -74,12 +75,15 @@ class CassandraConfig:
     request_timeout: float = 15.0
 
 
+#: A ``cassandra.cluster.Session`` (the driver ships no type information).
+Session = Any
+
 _LOCK = threading.Lock()
-_SESSIONS: dict[tuple, object] = {}
-_KEYSPACES: set[tuple] = set()
+_SESSIONS: dict[tuple[tuple[str, ...], int, str, str], Session] = {}
+_KEYSPACES: set[tuple[int, str]] = set()
 
 
-def connect(config: CassandraConfig | None = None):
+def connect(config: CassandraConfig | None = None) -> Session:
     """Return a shared ``cassandra.cluster.Session`` for ``config`` (connecting on first use).
 
     Raises :class:`StoreUnavailable` with the contact points when Cassandra cannot be reached.
@@ -108,8 +112,7 @@ def connect(config: CassandraConfig | None = None):
                           max_schema_agreement_wait=SCHEMA_AGREEMENT_SECONDS,
                           protocol_version=5, connection_class=queueing_connection_class(),
                           # Without TCP_NODELAY a small request written in two segments waits for
-                          # the server's delayed ACK (Nagle): measured 50 ms for a 5-triple insert
-                          # of two small batches, 3 ms with it.
+                          # the server's delayed ACK (Nagle; figures in bench/README.md).
                           sockopts=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
         try:
             session = cluster.connect()
@@ -193,7 +196,7 @@ def queueing_connection_class() -> type | None:
     except ImportError:
         return None
 
-    class QueueingLibevConnection(LibevConnection):
+    class QueueingLibevConnection(LibevConnection):  # type: ignore[misc]  # the driver's classes are untyped
         @property
         def _socket_writable(self) -> bool:
             return True
@@ -212,7 +215,7 @@ def _row_class(colnames: tuple[str, ...]) -> type:
     return namedtuple("Row", [_clean_column_name(c) for c in colnames], rename=True)
 
 
-def named_rows(colnames, rows) -> list:
+def named_rows(colnames: Iterable[str], rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """The driver's default row factory (rows as named tuples), with one class per column list.
 
     The default builds a new ``namedtuple`` class for every result set; a GraphRAG query reads
@@ -222,8 +225,12 @@ def named_rows(colnames, rows) -> list:
     return [row(*r) for r in rows]
 
 
-def lwt_applied(result) -> bool:
-    """Whether a lightweight transaction was applied (``ResultSet.was_applied`` only accepts the driver's own row factories)."""
+def lwt_applied(result: Any) -> bool:
+    """Whether a lightweight transaction was applied.
+
+    ``ResultSet.was_applied`` only accepts the driver's own row factories, so the first column
+    (``[applied]``) is read here.
+    """
     row = result.one()
     if row is None:
         raise RuntimeError("a lightweight transaction returned no row")
@@ -234,7 +241,7 @@ def lwt_applied(result) -> bool:
 DDL_TIMEOUT = 120.0
 
 
-def replication(session, replication_factor: int | None) -> dict[str, int]:
+def replication(session: Session, replication_factor: int | None) -> dict[str, int]:
     """Replicas per datacenter for a new keyspace: ``replication_factor`` in each datacenter the driver
     knows of, or (``None``) :data:`DEFAULT_REPLICAS`, capped at each datacenter's node count.
 
@@ -250,7 +257,8 @@ def replication(session, replication_factor: int | None) -> dict[str, int]:
             for dc, n in sorted(nodes.items())}
 
 
-def ensure_keyspace(session, keyspace: str, replication_factor: int | None, timeout: float = DDL_TIMEOUT) -> None:
+def ensure_keyspace(session: Session, keyspace: str, replication_factor: int | None,
+                    timeout: float = DDL_TIMEOUT) -> None:
     """Create ``keyspace`` (an already-validated storage name) once per process, with
     ``NetworkTopologyStrategy`` and :func:`replication` replicas per datacenter; an existing keyspace is left as it is.
     """
@@ -275,7 +283,10 @@ _UNITS = {"": 1024, "B": 1, "KIB": 1024, "MIB": 1024 * 1024}  # a bare number is
 
 
 def parse_size(value: str) -> int | None:
-    """Bytes of a Cassandra size setting (``5KiB``, ``1MiB``, ``512B``; a bare number counts KiB); ``None`` if unreadable."""
+    """Bytes of a Cassandra size setting (``5KiB``, ``1MiB``, ``512B``; a bare number counts KiB).
+
+    ``None`` if unreadable.
+    """
     text = str(value).strip().upper()
     number = text.rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     unit = text[len(number):]
@@ -284,15 +295,15 @@ def parse_size(value: str) -> int | None:
     return int(number) * _UNITS[unit]
 
 
-def batch_bytes(session) -> int:
+def batch_bytes(session: Session) -> int:
     """The byte budget of one unlogged batch this client sends: 80 % of the server's
     ``batch_size_warn_threshold`` and at most half its ``batch_size_fail_threshold``.
 
     Each batch is one request, and per-request work is what limits a Python writer: with
     Cassandra's default thresholds (5 KiB warn) batches stay at 4 KiB and nothing is logged; a
     server configured for bulk loading (as ``scripts/servers.sh`` configures its node: 40 KiB
-    warn, 100 KiB fail) gets batches of 32 KiB, measured 1.4x the insert rate of 4 KiB batches
-    at 45 % less client CPU.  The thresholds are read from ``system_views.settings``
+    warn, 100 KiB fail) gets batches of 32 KiB, which insert faster at less client CPU
+    (``bench/README.md``).  The thresholds are read from ``system_views.settings``
     (Cassandra 4.0+); where that cannot be read, the defaults apply.  Half the fail threshold
     leaves room for the server's own size accounting, which counts more than the values.
     """

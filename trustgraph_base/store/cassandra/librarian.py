@@ -19,8 +19,8 @@ so one collection's reads never reach another's rows:
   interrupted add never shows up in a listing.
 
 Listing is one partition read plus concurrent single-row reads, O(page).  Reads of a user
-who never wrote anything create no keyspace.  (The ``librarian_*`` tables of the earlier,
-user-scoped layout are not read; there was no deployed data to migrate.)
+who never wrote anything create no keyspace.  Tables named ``librarian_*`` (a user-scoped
+layout without collections) are never read, so no row is read with the wrong key layout.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from itertools import islice
+from typing import Any, Literal, overload
 
 from ...schema.library import DOCUMENT_TYPES, SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
@@ -50,9 +52,12 @@ from ..librarian import (
     split_parts,
 )
 from ..names import check_names, storage_name
-from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace, lwt_applied
+from .connection import CassandraConfig, Session, cassandra_errors, connect, ensure_keyspace, lwt_applied
 
 __all__ = ["CassandraLibrarianStore", "PARTS_PER_BUCKET"]
+
+#: A prepared statement and its parameters.
+_Call = tuple[Any, tuple[Any, ...]]
 
 #: Parts per ``library_parts`` partition.
 PARTS_PER_BUCKET = 64
@@ -89,7 +94,7 @@ def _not_found(document_id: str, user: str, collection: str, what: str = "docume
 class _Keyspace:
     """Prepared statements of one user's keyspace; every one binds the collection first."""
 
-    def __init__(self, session, ks: str):
+    def __init__(self, session: Session, ks: str):
         p = session.prepare
         self.name = ks
         self.get_doc = p(f"SELECT metadata, object_id, n_parts, part_size, time, document_type, parent_id "
@@ -131,7 +136,7 @@ class _Stored:
 
     __slots__ = ("meta", "object_id", "n_parts", "part_size")
 
-    def __init__(self, row):
+    def __init__(self, row: Any):
         self.meta = metadata_from_json(row.metadata)
         self.object_id = row.object_id
         self.n_parts = row.n_parts
@@ -167,6 +172,12 @@ class CassandraLibrarianStore:
 
     # ------------------------------------------------------------------ plumbing
 
+    @overload
+    def _ks(self, user: str, create: Literal[True] = True) -> _Keyspace: ...
+
+    @overload
+    def _ks(self, user: str, create: bool) -> _Keyspace | None: ...
+
     def _ks(self, user: str, create: bool = True) -> _Keyspace | None:
         """Statements of the (already validated) user's keyspace, creating keyspace and tables on first write.
 
@@ -196,11 +207,11 @@ class CassandraLibrarianStore:
             self._keyspaces[ks_name] = ks
         return ks
 
-    def _concurrent(self, statement, params: list[tuple]) -> list:
+    def _concurrent(self, statement: Any, params: list[tuple[Any, ...]]) -> list[Any]:
         """Run one prepared statement over many parameter tuples (see :meth:`_run`)."""
         return self._run([(statement, p) for p in params])
 
-    def _run(self, statements: list[tuple]) -> list:
+    def _run(self, statements: list[_Call]) -> list[Any]:
         """Run ``(statement, params)`` pairs, ``CONCURRENCY`` at a time; raise the first error."""
         from cassandra.concurrent import execute_concurrent
 
@@ -213,6 +224,13 @@ class CassandraLibrarianStore:
     def _stored(self, ks: _Keyspace, collection: str, document_id: str) -> _Stored | None:
         row = self._session.execute(ks.get_doc, (collection, document_id)).one()
         return _Stored(row) if row is not None else None
+
+    def _document_ks(self, user: str, collection: str, document_id: str) -> _Keyspace:
+        """The user's keyspace, which must exist: it holds ``document_id`` (:class:`NotFound` otherwise)."""
+        ks = self._ks(user, create=False)
+        if ks is None:
+            raise _not_found(document_id, user, collection)
+        return ks
 
     def _require(self, ks: _Keyspace | None, user: str, collection: str, document_id: str) -> _Stored:
         stored = self._stored(ks, collection, document_id) if ks is not None else None
@@ -258,9 +276,9 @@ class CassandraLibrarianStore:
         return self._add(user, collection, prepared, bytes(content))
 
     @staticmethod
-    def _index_statements(ks: _Keyspace, collection: str, meta: DocumentMetadata) -> list[tuple]:
+    def _index_statements(ks: _Keyspace, collection: str, meta: DocumentMetadata) -> list[_Call]:
         """The listing index rows of ``meta``, as ``(statement, params)`` pairs."""
-        out = [(ks.insert_by_type, (collection, meta.document_type, meta.time, meta.id))]
+        out: list[_Call] = [(ks.insert_by_type, (collection, meta.document_type, meta.time, meta.id))]
         if meta.parent_id:
             out.append((ks.insert_child, (collection, meta.parent_id, meta.id)))
         return out
@@ -287,7 +305,7 @@ class CassandraLibrarianStore:
         parts = split_parts(content, self.part_size)
         try:
             with cassandra_errors(what):
-                lookups = [(ks.get_doc, (collection, meta.id))]
+                lookups: list[_Call] = [(ks.get_doc, (collection, meta.id))]
                 if meta.parent_id:
                     lookups.append((ks.get_doc, (collection, meta.parent_id)))
                 found = [r.one() for r in self._run(
@@ -376,7 +394,7 @@ class CassandraLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(document_id)
-        ks = self._ks(user, create=False)
+        ks = self._document_ks(user, collection, document_id)
         with cassandra_errors(f"librarian remove of {document_id[:120]!r} from collection {collection!r} "
                               f"of user {user!r}"):
             root = self._require(ks, user, collection, document_id)
@@ -437,7 +455,7 @@ class CassandraLibrarianStore:
             self._concurrent(ks.delete_type_partition, [(collection, t) for t in DOCUMENT_TYPES])
         return removed
 
-    def _delete_objects(self, ks: _Keyspace, collection: str, objects: list) -> int:
+    def _delete_objects(self, ks: _Keyspace, collection: str, objects: list[Any]) -> int:
         """Delete one page of registry rows with their documents, child indexes and parts; returns documents."""
         ids = list(dict.fromkeys(o.document_id for o in objects))
         # every row counted is deleted just below, so a later page never counts it again
@@ -483,7 +501,7 @@ class CassandraLibrarianStore:
         """The document row, the keyspace and the validated collection; :class:`NotFound` if absent."""
         check_names(user, collection)
         check_document_id(document_id)
-        ks = self._ks(user, create=False)
+        ks = self._document_ks(user, collection, document_id)
         with cassandra_errors(f"librarian read of {document_id[:120]!r} in collection {collection!r} "
                               f"of user {user!r}"):
             return self._require(ks, user, collection, document_id), ks, collection
@@ -546,10 +564,10 @@ class CassandraLibrarianStore:
             statement.fetch_size = min(limit, 5000)
             entries = iter(self._session.execute(statement))
             while len(out) < limit:
-                batch = [e for _, e in zip(range(min(limit - len(out), 5000)), entries)]
+                batch = list(islice(entries, min(limit - len(out), 5000)))
                 if not batch:
                     break
-                for entry, stored in zip(batch, self._fetch_many(ks, collection, [e.id for e in batch])):
+                for entry, stored in zip(batch, self._fetch_many(ks, collection, [e.id for e in batch]), strict=True):
                     # skip leftovers of interrupted adds/removes: the document row is the truth
                     if stored is not None and stored.meta.document_type == document_type \
                             and stored.meta.time == entry.time:
@@ -576,7 +594,7 @@ class CassandraLibrarianStore:
             flat = [c for ids in children for c in ids]
             grand = iter(len(list(rows)) for rows in self._concurrent(ks.list_children,
                                                                      [(collection, c) for c in flat]))
-        return {d: (len(ids), sum(next(grand) for _ in ids)) for d, ids in zip(document_ids, children)}
+        return {d: (len(ids), sum(next(grand) for _ in ids)) for d, ids in zip(document_ids, children, strict=True)}
 
     def list_children(self, user: str, collection: str, parent_id: str) -> list[DocumentMetadata]:
         """Direct children of a document, ordered by id.
@@ -588,7 +606,7 @@ class CassandraLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(parent_id, "parent id")
-        ks = self._ks(user, create=False)
+        ks = self._document_ks(user, collection, parent_id)
         with cassandra_errors(f"librarian listing of children of {parent_id[:120]!r} in collection {collection!r} "
                               f"of user {user!r}"):
             self._require(ks, user, collection, parent_id)
@@ -611,7 +629,7 @@ class CassandraLibrarianStore:
         with cassandra_errors(f"librarian look-up of {document_id[:120]!r} for user {user!r}"):
             collections = sorted({r.collection for r in self._session.execute(ks.list_collections)})
             rows = self._concurrent(ks.get_doc, [(c, document_id) for c in collections])
-        return [c for c, r in zip(collections, rows) if r.one() is not None]
+        return [c for c, r in zip(collections, rows, strict=True) if r.one() is not None]
 
 
 def _buckets(n_parts: int) -> int:

@@ -43,13 +43,13 @@ exactly as its own query would.
 Writes are idempotent upserts (a redelivered batch rewrites the same rows), prepared, grouped
 into unlogged batches by replica set (sized to stay under the server's batch-size warning
 threshold, :func:`~.connection.batch_bytes`), and sent with at most ``concurrency`` requests in
-flight.  Batching is what makes a Python writer fast enough: measured on the 2-core
-development machine, one row per request gave ~1,200 rows/s, 4 KiB batches (Cassandra's
-default threshold) ~75,000 rows/s and 32 KiB batches ~110,000 rows/s; values are encoded once
-per quad and shared by its seven rows instead of being bound row by row through the driver.
+flight.  Batching is what makes a Python writer fast enough (rates by batch size in
+``bench/README.md``); values are encoded once per quad and shared by its seven rows instead
+of being bound row by row through the driver.
 Long terms are written before the rows that reference them and trace rows after the triples,
-so an interrupted insert leaves nothing a retry would not complete.  Driver errors meaning "Cassandra is not there or too slow" become
-:class:`~trustgraph_base.store.errors.StoreUnavailable` (the service nacks; redelivery retries).
+so an interrupted insert leaves nothing a retry would not complete.  Driver errors meaning
+"Cassandra is not there or too slow" become :class:`~trustgraph_base.store.errors.StoreUnavailable`
+(the service nacks; redelivery retries).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ import struct
 import threading
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal, TypeVar, overload
 
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary
@@ -76,7 +77,21 @@ from ..triples import (
     question_type_of,
     term_from_key,
 )
-from .connection import CassandraConfig, batch_bytes, cassandra_errors, connect, ensure_keyspace, lwt_applied
+from .connection import (
+    CassandraConfig,
+    Session,
+    batch_bytes,
+    cassandra_errors,
+    connect,
+    ensure_keyspace,
+    lwt_applied,
+)
+
+T = TypeVar("T")
+#: A row to write: (query id, encoded values, size in bytes).
+_Row = tuple[bytes, list[bytes], int]
+#: A partition's key components and its rows.
+_Partition = tuple[tuple[bytes, ...], list[_Row]]
 
 __all__ = ["CassandraTriplesStore", "SCAN_BUCKETS", "KEY_MAX_BYTES"]
 
@@ -98,7 +113,7 @@ _NO_LIMIT = 2_147_483_647
 #: Layout id -> order of positions (partition key first).
 LAYOUTS: dict[int, str] = {1: "spog", 2: "sogp", 3: "sgpo", 4: "opgs", 5: "ogps", 6: "pgos"}
 #: Bound-position set -> the layout whose partition key + clustering prefix it is.
-_LAYOUT_FOR: dict[frozenset, int] = {}
+_LAYOUT_FOR: dict[frozenset[str], int] = {}
 for _id, _order in LAYOUTS.items():
     for _n in range(len(_order), 0, -1):
         _LAYOUT_FOR.setdefault(frozenset(_order[:_n]), _id)
@@ -153,7 +168,7 @@ def _bucket(s_key: str) -> int:
 class _Statements:
     """Prepared statements of one keyspace."""
 
-    def __init__(self, session, ks: str) -> None:
+    def __init__(self, session: Session, ks: str) -> None:
         self.keyspace = ks
         p = session.prepare
         self.insert_quad = p(f"INSERT INTO {ks}.quads (collection, k, layout, c1, c2, c3) VALUES (?, ?, ?, ?, ?, ?)")
@@ -218,7 +233,7 @@ _TABLES = (
 )
 
 
-class CassandraTriplesStore(TriplesStoreBase):
+class CassandraTriplesStore(TriplesStoreBase[_Statements]):
     """:class:`~trustgraph_base.store.triples.TriplesStore` on Apache Cassandra.
 
     :param config: where Cassandra is, replication factor and consistency (default: from the environment).
@@ -251,6 +266,12 @@ class CassandraTriplesStore(TriplesStoreBase):
 
     def _space(self, user: str) -> _Statements | None:
         return self._prepared(user, create=False)
+
+    @overload
+    def _prepared(self, user: str, create: Literal[True] = True) -> _Statements: ...
+
+    @overload
+    def _prepared(self, user: str, create: bool) -> _Statements | None: ...
 
     def _prepared(self, user: str, create: bool = True) -> _Statements | None:
         """Statements of ``user``'s keyspace, creating keyspace and tables on first write.
@@ -294,19 +315,19 @@ class CassandraTriplesStore(TriplesStoreBase):
 
     # ------------------------------------------------------------ execution helpers
 
-    def _run(self, statements: Iterable, what: str) -> list:
+    def _run(self, statements: Iterable[tuple[Any, Any]], what: str) -> list[Any]:
         """Execute ``(statement, params)`` pairs with bounded concurrency; results in order."""
         from cassandra.concurrent import execute_concurrent
 
-        statements = list(statements)
-        if not statements:
+        pairs = list(statements)
+        if not pairs:
             return []
         with cassandra_errors(what):
-            results = execute_concurrent(self._session, statements, concurrency=self.concurrency,
+            results = execute_concurrent(self._session, pairs, concurrency=self.concurrency,
                                          raise_on_first_error=True, results_generator=False)
         return [r.result_or_exc for r in results]
 
-    def _batches(self, ks: str, partitions: Iterable[tuple[tuple[bytes, ...], list]]) -> list:
+    def _batches(self, ks: str, partitions: Iterable[_Partition]) -> list[tuple[Any, Any]]:
         """Unlogged batches of pre-encoded rows, grouped by the replica set of their partition.
 
         ``partitions`` holds ``(partition key components, [(query id, encoded values, size), ...])``.  Rows of
@@ -339,7 +360,7 @@ class CassandraTriplesStore(TriplesStoreBase):
         ordered = sorted(keys)
         results = self._run(((st.select_long, (collection, h)) for h in ordered), "long-term look-up")
         out = {}
-        for h, rows in zip(ordered, results):
+        for h, rows in zip(ordered, results, strict=True):
             parts = sorted(rows, key=lambda r: r.part)
             if not parts:
                 raise StoreError(f"stored term {h} has no text (interrupted write?); re-insert the batch")
@@ -351,7 +372,11 @@ class CassandraTriplesStore(TriplesStoreBase):
         long_keys = {k for q in quads for k in q if k[:1] == "#"}
         if long_keys:
             text = self._resolve_long(st, collection, long_keys)
-            quads = [tuple(text.get(k, k) if k[:1] == "#" else k for k in q) for q in quads]
+
+            def resolved(k: str) -> str:
+                return text.get(k, k) if k[:1] == "#" else k
+
+            quads = [(resolved(s), resolved(p), resolved(o), resolved(g)) for s, p, o, g in quads]
         return [Triple(term_from_key(s), term_from_key(p), term_from_key(o), g) for s, p, o, g in quads]
 
     # ------------------------------------------------------------ writes
@@ -362,7 +387,7 @@ class CassandraTriplesStore(TriplesStoreBase):
         # the trace index is read (is a Question already indexed?) alongside the last chunk's writes;
         # the collection's registry row travels in the first chunk's batches
         lookups = [(st.get_trace_uri, (collection, t.summary.uri)) for t in traces]
-        existing: list = []
+        existing: list[Any] = []
         for i in range(0, max(len(quads), 1), INSERT_CHUNK):
             last = i + INSERT_CHUNK >= len(quads)
             existing = self._insert_chunk(st, collection, quads[i:i + INSERT_CHUNK], lookups if last else [],
@@ -391,8 +416,8 @@ class CassandraTriplesStore(TriplesStoreBase):
         self._index_traces(st, collection, [question], [[]], uri_rows=False)
         return True
 
-    def _insert_chunk(self, st: _Statements, collection: str, quads: Sequence[QuadKey], reads: list,
-                      register: bool = False) -> list:
+    def _insert_chunk(self, st: _Statements, collection: str, quads: Sequence[QuadKey], reads: list[tuple[Any, Any]],
+                      register: bool = False) -> list[Any]:
         """Write the rows of ``quads`` (and, with ``register``, the collection's registry row);
         ``reads`` run in the same concurrent window (their results are returned)."""
         long_texts: dict[str, str] = {}
@@ -414,8 +439,8 @@ class CassandraTriplesStore(TriplesStoreBase):
             return b
 
         c = enc(collection)
-        parts: dict[bytes, list] = defaultdict(list)
-        scans: dict[int, list] = defaultdict(list)
+        parts: dict[bytes, list[_Row]] = defaultdict(list)
+        scans: dict[int, list[_Row]] = defaultdict(list)
         q, sc = st.insert_quad.query_id, st.insert_scan.query_id
         l1, l2, l3, l4, l5, l6 = _TINYINT[1:7]
         for s, p, o, g in quads:
@@ -437,7 +462,7 @@ class CassandraTriplesStore(TriplesStoreBase):
             self._run(((st.insert_long, (collection, h, i // LONG_PART_CHARS, text[i:i + LONG_PART_CHARS]))
                        for h, text in long_texts.items() for i in range(0, len(text), LONG_PART_CHARS)),
                       "insert of long terms")
-        partitions = [((c, k), rows) for k, rows in parts.items()]
+        partitions: list[_Partition] = [((c, k), rows) for k, rows in parts.items()]
         partitions += [((c, _INT[b]), rows) for b, rows in scans.items()]
         if register:
             partitions.append(((c,), [(st.insert_collection.query_id, [c], 16 + len(c))]))
@@ -445,14 +470,14 @@ class CassandraTriplesStore(TriplesStoreBase):
         return self._run(writes + reads, "insert")[len(writes):]
 
     def _index_traces(self, st: _Statements, collection: str, traces: Sequence[IndexedTrace],
-                      existing: Sequence, uri_rows: bool = True) -> None:
+                      existing: Sequence[Any], uri_rows: bool = True) -> None:
         """Index Questions not indexed yet (``existing``: their ``trace_uris`` rows; the first indexing
         wins, as in SQLite); rows of one partition stay adjacent in the batches.  Without ``uri_rows``
         only the listing rows are written (a claim wrote the ``trace_uris`` row)."""
         from cassandra.query import BatchStatement, BatchType
 
-        groups: dict[str, list] = defaultdict(list)
-        for t, rows in zip(traces, existing):
+        groups: dict[str, list[tuple[Any, tuple[Any, ...], int]]] = defaultdict(list)
+        for t, rows in zip(traces, existing, strict=True):
             if rows:
                 continue
             s = t.summary
@@ -464,7 +489,7 @@ class CassandraTriplesStore(TriplesStoreBase):
                 groups[""].append((st.insert_trace_uri, (collection, s.uri, t.ts, s.type, s.question, s.time,
                                                          s.parent), size))
         # One request for a query's Question: its (at most five) partitions share a batch.
-        statements: list = []
+        statements: list[tuple[Any, Any]] = []
         batch, used = None, 0
         for stmt, params, size in (row for rows in groups.values() for row in rows):
             if batch is None or used + size > self.batch_bytes or len(batch) >= self.batch_rows:
@@ -477,7 +502,7 @@ class CassandraTriplesStore(TriplesStoreBase):
     def _delete(self, st: _Statements, user: str, collection: str, quads: list[QuadKey]) -> int:
         keyed = [tuple(_store_key(x) for x in q) for q in quads]
         found = self._run(((st.select[3], (collection, s, 1, p, o, g, 1)) for s, p, o, g in keyed), "delete")
-        present = [(q, k) for q, k, rows in zip(quads, keyed, found) if rows]
+        present = [(q, k) for q, k, rows in zip(quads, keyed, found, strict=True) if rows]
         # the seven rows of each quad, in unlogged batches by partition as inserts are written (one request
         # per row made removing a document of some hundred edges take seconds)
         c = collection.encode("utf-8")
@@ -506,7 +531,8 @@ class CassandraTriplesStore(TriplesStoreBase):
         long_keys = sorted({x for _, k in present for x in k[:3] if x.startswith("#") and x not in graphs})
         if long_keys:
             used = self._run(((st.any_row, (collection, h)) for h in long_keys), "delete")
-            self._run([(st.delete_long, (collection, h)) for h, rows in zip(long_keys, used) if not rows], "delete")
+            self._run([(st.delete_long, (collection, h))
+                       for h, rows in zip(long_keys, used, strict=True) if not rows], "delete")
         return len(present)
 
     def _delete_collection(self, st: _Statements, user: str, collection: str) -> int:
@@ -537,7 +563,7 @@ class CassandraTriplesStore(TriplesStoreBase):
     # ------------------------------------------------------------ reads
 
     @staticmethod
-    def _layout_query(st: _Statements, collection: str, pk: PatternKey, limit: int) -> tuple:
+    def _layout_query(st: _Statements, collection: str, pk: PatternKey, limit: int) -> tuple[Any, ...]:
         """``(prepared, params, partition key, layout order)`` of the one-partition slice answering ``pk``."""
         bound = {pos: key for pos, key in (("s", pk.s), ("p", pk.p), ("o", pk.o), ("g", pk.g)) if key is not None}
         layout = _LAYOUT_FOR[frozenset(bound)]
@@ -546,7 +572,7 @@ class CassandraTriplesStore(TriplesStoreBase):
         return st.select[len(values) - 1], (collection, values[0], layout, *values[1:], limit), values[0], order
 
     @staticmethod
-    def _unrotate(rows: Iterable, head: str, order: str) -> list[tuple[str, str, str, str]]:
+    def _unrotate(rows: Iterable[Any], head: str, order: str) -> list[tuple[str, str, str, str]]:
         """Stored ``(s, p, o, g)`` keys from ``(c1, c2, c3)`` rows of a layout."""
         i_s, i_p, i_o, i_g = (order.index(x) for x in "spog")
         out = []
@@ -583,7 +609,7 @@ class CassandraTriplesStore(TriplesStoreBase):
             with cassandra_errors("scan"):
                 rs.fetch_next_page()
 
-    def _execute(self, stmt, params, page_size: int, what: str):
+    def _execute(self, stmt: Any, params: Any, page_size: int, what: str) -> Any:
         from cassandra.query import BoundStatement
 
         with cassandra_errors(what):
@@ -621,20 +647,20 @@ class CassandraTriplesStore(TriplesStoreBase):
         ``PER PARTITION LIMIT``: each partition's slice and limit are exactly those of its own
         single-partition query, and the rows come back tagged with their ``k``.  A request costs
         Cassandra about as much as reading a small partition, so a GraphRAG source-chain walk
-        went from ~165 requests to a handful.  Groups stay within one replica set and
+        takes a handful of requests instead of one per pattern.  Groups stay within one replica set and
         :data:`IN_KEYS` keys; the other patterns are single-partition reads.
         """
         from cassandra.query import BoundStatement
 
-        groups: dict[tuple, list[int]] = defaultdict(list)
-        layouts: list = [None] * len(keys)
+        groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+        layouts: list[Any] = [None] * len(keys)
         for i, pk in enumerate(keys):
             if pk.s is None and pk.p is None and pk.o is None:
                 continue                                  # a scan: bucket by bucket below
             layouts[i] = self._layout_query(st, collection, pk, pk.limit)
             params = layouts[i][1]
             groups[(params[2], params[3:-1], pk.limit)].append(i)
-        specs: list = []        # (bound statement, [pattern indexes], head or None (a group), layout order)
+        specs: list[Any] = []   # (bound statement, [pattern indexes], head or None (a group), layout order)
         for (layout, clustering, limit), members in groups.items():
             heads = list(dict.fromkeys(layouts[i][2] for i in members))
             if len(heads) == 1:
@@ -647,41 +673,41 @@ class CassandraTriplesStore(TriplesStoreBase):
                 specs.append((BoundStatement(st.select_in[len(clustering)], fetch_size=5000).bind(
                     (collection, part, layout, *clustering, limit)),
                     [i for i in members if layouts[i][2] in wanted], None, LAYOUTS[layout]))
-        rows: list[list | None] = [None] * len(keys)
+        rows: list[list[Any] | None] = [None] * len(keys)
         for start in range(0, len(specs), self.concurrency):
             window = specs[start:start + self.concurrency]
             with cassandra_errors("query"):
                 futures = [self._session.execute_async(bound) for bound, _, _, _ in window]
-            for future, (_, members, head, order) in zip(futures, window):
+            for future, (_, members, head, order) in zip(futures, window, strict=True):
                 with cassandra_errors("query"):
                     result = list(future.result())   # iterating fetches further pages
                 if head is not None:
                     rows[members[0]] = self._unrotate(result, head, order)
                     continue
-                by_head: dict[str, list] = defaultdict(list)
+                by_head: dict[str, list[Any]] = defaultdict(list)
                 for k, c1, c2, c3 in result:
                     by_head[k].append((c1, c2, c3))
                 for i in members:
                     h = layouts[i][2]
                     rows[i] = self._unrotate(by_head.get(h, ()), h, order)
         out = []
-        for pk, found in zip(keys, rows):
+        for pk, found in zip(keys, rows, strict=True):
             if found is None:
                 found = [q for page in self._key_pages(st, collection, pk, pk.limit, min(pk.limit, 5000))
                          for q in page]
             out.append(self._triples(st, collection, found))
         return out
 
-    def _by_replica_set(self, ks: str, items: Iterable, routing_key_of) -> list[list]:
+    def _by_replica_set(self, ks: str, items: Iterable[T], routing_key_of: Callable[[T], bytes]) -> list[list[T]]:
         """``items`` grouped by the replica set of their partition (``routing_key_of(item)``), in first-seen order.
 
-        A one-node cluster has one replica set: no token is computed (8 % of the client CPU of
-        a 66-triple explain-trace insert).
+        A one-node cluster has one replica set: no token is computed (computing them is a visible share
+        of the client CPU of a small insert, ``bench/README.md``).
         """
         if self._one_replica_set():
-            items = list(items)
-            return [items] if items else []
-        groups: dict[tuple, list] = defaultdict(list)
+            every = list(items)
+            return [every] if every else []
+        groups: dict[tuple[str, ...], list[T]] = defaultdict(list)
         for item in items:
             groups[self._replicas(ks, routing_key_of(item))].append(item)
         return list(groups.values())
@@ -689,7 +715,7 @@ class CassandraTriplesStore(TriplesStoreBase):
     def _one_replica_set(self) -> bool:
         return len(self._session.cluster.metadata.all_hosts()) <= 1
 
-    def _replicas(self, ks: str, routing_key: bytes) -> tuple:
+    def _replicas(self, ks: str, routing_key: bytes) -> tuple[str, ...]:
         """The replica set of a partition (a sortable tuple of endpoints)."""
         try:
             return tuple(sorted(str(h.endpoint) for h in self._session.cluster.metadata.get_replicas(ks, routing_key)))
@@ -709,7 +735,7 @@ class CassandraTriplesStore(TriplesStoreBase):
 
     def _pages(self, st: _Statements, collection: str, pk: PatternKey, page_size: int) -> Iterator[list[Triple]]:
         limit = _NO_LIMIT if pk.unlimited else pk.limit
-        buffer: list = []
+        buffer: list[Any] = []
         for rows in self._key_pages(st, collection, pk, limit, page_size):
             buffer.extend(rows)
             while len(buffer) >= page_size:

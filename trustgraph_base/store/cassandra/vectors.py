@@ -9,10 +9,10 @@ Tables in the user's keyspace (``storage_name("tg", user)``, shared with the tri
   A search is ``WHERE collection = ? AND shard = ? ORDER BY vector ANN OF ? LIMIT ?`` per shard,
   run concurrently and merged.
 
-Why partitions per collection: measured on Cassandra 5.0.8 with 10,000 vectors of 384
-dimensions, an ANN query restricted to one partition took 3.4 ms p50 / 12 ms p99, while the
-same query restricted by an SAI-indexed ``collection`` column over id-keyed rows took 35 ms
-p50 / 75-94 ms p99 (SAI materialises every row of the collection before ordering).  ANN
+Why partitions per collection: an ANN query restricted to one partition is about ten times
+faster than the same query restricted by an SAI-indexed ``collection`` column over id-keyed
+rows, because SAI materialises every row of the collection before ordering (figures in
+``bench/README.md``).  ANN
 accepts neither ``IN`` on the partition key nor a restriction on part of it, hence one query
 per shard.  ``shards`` (default 1, fixed per index at its first write) bounds partition size
 for very large collections — about 1.6 KB per 384-dimension vector — at the cost of one more
@@ -43,7 +43,7 @@ from ..vectors import (
     prepare_items,
     require_model,
 )
-from .connection import CassandraConfig, cassandra_errors, connect, ensure_keyspace
+from .connection import CassandraConfig, Session, cassandra_errors, connect, ensure_keyspace
 from .librarian import DDL_TIMEOUT
 
 __all__ = ["CassandraVectorIndex", "shard_of", "MAX_SHARDS"]
@@ -91,7 +91,7 @@ def shard_of(item_id: str, shards: int) -> int:
 class _Table:
     """Prepared statements of one (keyspace, kind, dimension) table."""
 
-    def __init__(self, session, ks: str, table: str):
+    def __init__(self, session: Session, ks: str, table: str):
         p = session.prepare
         where = "WHERE collection = ? AND shard = ?"
         self.insert = p(f"INSERT INTO {ks}.{table} (collection, shard, id, vector, label, document_id) "
@@ -111,7 +111,7 @@ class _Table:
 class _Keyspace:
     """Prepared statements of one user's model records."""
 
-    def __init__(self, session, ks: str):
+    def __init__(self, session: Session, ks: str):
         p = session.prepare
         self.name = ks
         self.get_info = p(f"SELECT model_id, dimension, shards FROM {ks}.vector_index_info "
@@ -208,15 +208,15 @@ class CassandraVectorIndex:
         with self._lock:
             self._info_cache.pop((ks.name, collection), None)
 
-    def _run_all(self, statement, params: list[tuple], what: str) -> list[Any]:
+    def _run_all(self, statement: Any, params: list[tuple[Any, ...]], what: str) -> list[Any]:
         """Execute ``statement`` for every parameter tuple, retrying timed-out ones; results in order."""
         return self._run_statements([(statement, p) for p in params], what)
 
-    def _write_rows(self, statement, params: list[tuple], what: str) -> None:
+    def _write_rows(self, statement: Any, params: list[tuple[Any, ...]], what: str) -> None:
         """Write rows (``params[i][:2]`` is the partition key) as unlogged single-partition batches."""
         from cassandra.query import BatchStatement, BatchType
 
-        by_partition: dict[tuple, list[tuple]] = {}
+        by_partition: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for p in params:
             by_partition.setdefault(p[:2], []).append(p)
         batches = []
@@ -228,7 +228,7 @@ class CassandraVectorIndex:
                 batches.append((batch, ()))
         self._run_statements(batches, what)
 
-    def _run_statements(self, statements: list[tuple], what: str) -> list[Any]:
+    def _run_statements(self, statements: list[tuple[Any, Any]], what: str) -> list[Any]:
         """Execute ``(statement, params)`` pairs, at most :data:`CONCURRENCY` at once, retrying failed ones."""
         from cassandra.concurrent import execute_concurrent
 
@@ -243,7 +243,7 @@ class CassandraVectorIndex:
             outcomes = execute_concurrent(self._session, [statements[i] for i in pending], concurrency=CONCURRENCY,
                                           raise_on_first_error=False)
             failed = []
-            for i, (ok, value) in zip(pending, outcomes):
+            for i, (ok, value) in zip(pending, outcomes, strict=True):
                 if ok:
                     results[i] = value
                 else:
@@ -290,7 +290,8 @@ class CassandraVectorIndex:
             table = self._table(ks, dimension, create=True)
         shards = info[2]
         self._write_rows(table.insert, [(collection, shard_of(item.id, shards), item.id, vector, item.label,
-                                         item.document_id) for item, vector in zip(chosen, vectors.tolist())], what)
+                                         item.document_id)
+                                        for item, vector in zip(chosen, vectors.tolist(), strict=True)], what)
         return len(chosen)
 
     def _delete_rows(self, table: _Table, collection: str, shards: int, ids: list[str], what: str) -> int:

@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal, overload
 
 from ...schema.library import SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
@@ -41,12 +42,12 @@ from ..librarian import (
 )
 from ..names import check_names, tg_home, user_file
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
-from .wal import enable_wal
+from .wal import open_database
 
 __all__ = ["SqliteLibrarianStore"]
 
-# Table names differ from the user-scoped schema of earlier versions (``librarian_*``), so an
-# old file is never read with the wrong key layout; there was no deployed data to migrate.
+# Table names differ from those of the user-scoped schema without collections (``librarian_*``),
+# so a file in that layout is never read with the wrong key layout.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS library_documents (
     collection    TEXT NOT NULL,
@@ -80,14 +81,7 @@ class _UserDb:
         make_parent(path)
         self.path = path
         self.lock = threading.RLock()
-        self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            enable_wal(self.conn, 30.0)
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.executescript(_SCHEMA)
-        except BaseException:
-            self.conn.close()  # a file that could not be set up (full disk, read-only) leaves no connection behind
-            raise
+        self.conn = open_database(path, _SCHEMA)
 
     def close(self) -> None:
         with self.lock:
@@ -117,6 +111,12 @@ class SqliteLibrarianStore:
         self._closed = False
 
     # ------------------------------------------------------------------ connections
+
+    @overload
+    def _db(self, user: str, create: Literal[True]) -> _UserDb: ...
+
+    @overload
+    def _db(self, user: str, create: bool) -> _UserDb | None: ...
 
     def _db(self, user: str, create: bool) -> _UserDb | None:
         """The (already validated) user's open database; ``None`` when it does not exist and ``create`` is false."""
@@ -307,8 +307,15 @@ class SqliteLibrarianStore:
             raise _not_found(document_id, user, collection)
         return metadata_from_json(row[0]), row[1]
 
+    def _document_db(self, user: str, collection: str, document_id: str) -> _UserDb:
+        """The user's database, which must exist: it holds ``document_id`` (:class:`NotFound` otherwise)."""
+        db = self._db(user, create=False)
+        if db is None:
+            raise _not_found(document_id, user, collection)
+        return db
+
     @staticmethod
-    def _query(db: _UserDb, sql: str, args: tuple):
+    def _query(db: _UserDb, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
         try:
             return db.conn.execute(sql, args)
         except sqlite3.Error as e:
@@ -337,7 +344,7 @@ class SqliteLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(document_id)
-        db = self._db(user, create=False)
+        db = self._document_db(user, collection, document_id)
         meta, n_parts = self._row(db, user, collection, document_id)
         with db.lock:
             parts = [r[0] for r in self._query(
@@ -365,7 +372,7 @@ class SqliteLibrarianStore:
         check_names(user, collection)
         check_document_id(document_id)
         check_chunk_size(chunk_size)
-        db = self._db(user, create=False)
+        db = self._document_db(user, collection, document_id)
         meta, n_parts = self._row(db, user, collection, document_id)
 
         def parts() -> Iterator[bytes]:
@@ -433,7 +440,7 @@ class SqliteLibrarianStore:
         """
         check_names(user, collection)
         check_document_id(parent_id, "parent id")
-        db = self._db(user, create=False)
+        db = self._document_db(user, collection, parent_id)
         self._row(db, user, collection, parent_id)
         with db.lock:
             rows = self._query(db, "SELECT metadata FROM library_documents WHERE collection = ? AND parent_id = ? "

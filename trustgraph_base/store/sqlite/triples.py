@@ -31,7 +31,7 @@ Why it is laid out this way:
 * **Write buffers.**  ``quads`` mostly grows at its end (new subjects get new, higher ids), but
   ``quads_o``, ``quads_p`` and ``term_hashes`` take new rows all over their key range: an insert
   of 10,000 triples dirtied nearly every page of them, so the bytes written per insert grew with
-  the store (2M triples: 13 GB written).  New rows of those three go to a small buffer table of the
+  the store (``bench/README.md``).  New rows of those three go to a small buffer table of the
   same key (``quads_o_recent``, ...), and every :data:`RECENT_ROWS_MAX` rows one transaction moves
   the buffers into the main tables in key order.  Reads search both (``UNION ALL``); a row is in
   exactly one of them, because only the rows that ``quads`` takes as new are buffered.
@@ -56,6 +56,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Literal, overload
 
 from ...schema.primitives import Triple
 from ...schema.query import TraceSummary
@@ -125,7 +126,7 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '5'), ('terms_
 ])
 
 
-def _best_table(bound: frozenset) -> str:
+def _best_table(bound: frozenset[str]) -> str:
     """The table whose leading key columns cover most of the bound positions (ties: ``quads``, ``s`` first)."""
     def covered(order: str) -> int:
         n = 0
@@ -137,7 +138,7 @@ def _best_table(bound: frozenset) -> str:
 
 
 #: Which table serves each set of bound positions (``s``, ``p``, ``o``, ``g``).
-_TABLE_FOR: dict[frozenset, str] = {
+_TABLE_FOR: dict[frozenset[str], str] = {
     frozenset(b): _best_table(frozenset(b))
     for b in ("", "s", "p", "o", "g", "sp", "so", "sg", "po", "pg", "og", "spo", "spg", "sog", "pog", "spog")}
 
@@ -193,7 +194,7 @@ class _TermIds:
             self.ids.update(new)
 
 
-class SqliteTriplesStore(TriplesStoreBase):
+class SqliteTriplesStore(TriplesStoreBase[sqlite3.Connection]):
     """:class:`~trustgraph_base.store.triples.TriplesStore` on one SQLite file per user.
 
     :param home: data directory (default :func:`~trustgraph_base.store.names.tg_home`); files go
@@ -236,7 +237,7 @@ class SqliteTriplesStore(TriplesStoreBase):
     def _prepare(self, conn: sqlite3.Connection, path: Path) -> None:
         """Configure a new connection, create or migrate the schema (once per file) and register the connection."""
         # 16 KiB pages (only a new, empty file takes this): a bulk load dirties fewer, fuller
-        # pages per commit; 1M-triple insert 55-58k -> 67-71k triples/s on this machine.
+        # pages per commit, so it inserts faster (bench/README.md).
         conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         enable_wal(conn, self._busy_timeout)
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -275,6 +276,12 @@ class SqliteTriplesStore(TriplesStoreBase):
     def _space(self, user: str) -> sqlite3.Connection | None:
         return self._conn(user, create=False)
 
+    @overload
+    def _conn(self, user: str, create: Literal[True] = True) -> sqlite3.Connection: ...
+
+    @overload
+    def _conn(self, user: str, create: bool) -> sqlite3.Connection | None: ...
+
     def _conn(self, user: str, create: bool = True) -> sqlite3.Connection | None:
         """This thread's connection to ``user``'s file; ``None`` if the file does not exist and ``create`` is false."""
         if self._closed:
@@ -282,7 +289,7 @@ class SqliteTriplesStore(TriplesStoreBase):
         conns = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
-        conn = conns.get(user)
+        conn: sqlite3.Connection | None = conns.get(user)
         if conn is not None:
             return conn
         path = self.path(user)
@@ -295,7 +302,7 @@ class SqliteTriplesStore(TriplesStoreBase):
         return conn
 
     @contextmanager
-    def _write(self, user: str):
+    def _write(self, user: str) -> Iterator[sqlite3.Connection]:
         """A write transaction on this thread's connection (``BEGIN IMMEDIATE`` ... ``COMMIT``)."""
         conn = self._conn(user)
         path = self.path(user)
@@ -336,6 +343,8 @@ class SqliteTriplesStore(TriplesStoreBase):
             cache.sync(epoch)
             conn.execute("INSERT OR IGNORE INTO collections (name) VALUES (?)", (collection,))
             cid = self._collection_id(conn, collection)
+            if cid is None:
+                raise StoreError(f"collection {collection!r} was not registered")
             if unless_indexed and conn.execute("SELECT 1 FROM traces WHERE c = ? AND uri = ?",
                                                (cid, unless_indexed)).fetchone():
                 return False
@@ -381,7 +390,7 @@ class SqliteTriplesStore(TriplesStoreBase):
             cid = self._collection_id(conn, collection)
             if cid is None:
                 return 0
-            count = conn.execute("SELECT count(*) FROM quads WHERE c = ?", (cid,)).fetchone()[0]
+            count: int = conn.execute("SELECT count(*) FROM quads WHERE c = ?", (cid,)).fetchone()[0]
             others = conn.execute("SELECT count(*) FROM collections WHERE id != ?", (cid,)).fetchone()[0]
             if others:  # the terms this collection used, then those no other collection uses
                 conn.execute("CREATE TEMP TABLE IF NOT EXISTS gc_terms (id INTEGER PRIMARY KEY)")
@@ -403,10 +412,10 @@ class SqliteTriplesStore(TriplesStoreBase):
 
     # ------------------------------------------------------------ reads
 
-    def _where(self, cid: int, pk: PatternKey) -> tuple[str, str, list]:
+    def _where(self, cid: int, pk: PatternKey) -> tuple[str, str, list[Any]]:
         """``(table, WHERE clause, parameters)`` for a validated pattern."""
         clauses = ["q.c = ?"]
-        params: list = [cid]
+        params: list[Any] = [cid]
         bound = set()
         for col, key in (("s", pk.s), ("p", pk.p), ("o", pk.o)):
             if key is not None:
@@ -424,7 +433,8 @@ class SqliteTriplesStore(TriplesStoreBase):
                 params += (h, h, f"<{pk.g}>")
         return _TABLE_FOR[frozenset(bound)], " AND ".join(clauses), params
 
-    def _select(self, conn: sqlite3.Connection, collection: str, pk: PatternKey, limit: int | None):
+    def _select(self, conn: sqlite3.Connection, collection: str, pk: PatternKey,
+                limit: int | None) -> sqlite3.Cursor | None:
         """A cursor over the matching rows, or ``None`` if the collection does not exist."""
         cid = self._collection_id(conn, collection)
         if cid is None:
@@ -500,7 +510,8 @@ class SqliteTriplesStore(TriplesStoreBase):
             cid = self._collection_id(conn, collection)
             if cid is None:
                 return TracePage()
-            clauses, params = ["c = ?"], [cid]
+            clauses = ["c = ?"]
+            params: list[Any] = [cid]
             if type:
                 clauses.append("type = ?")
                 params.append(type)
@@ -551,7 +562,7 @@ def _keys_of(quads: Sequence[QuadKey]) -> set[str]:
     return keys
 
 
-def _matching_rows(select: str, table: str, where: str, params: list) -> tuple[str, list]:
+def _matching_rows(select: str, table: str, where: str, params: list[Any]) -> tuple[str, list[Any]]:
     """``select`` over the rows of ``table`` (alias ``q``) matching ``where``, and its parameters.
 
     A buffered table is read together with its write buffer (``UNION ALL``: a row is in exactly
@@ -650,10 +661,10 @@ def _intern(conn: sqlite3.Connection, cached: dict[str, int],
             start = (conn.execute("SELECT max(id) FROM terms").fetchone()[0] or 0) + 1
             numbers = range(start, start + len(unknown))
             conn.executemany("INSERT INTO terms (id, h, text) VALUES (?, ?, ?)",
-                             [(id_, h, text) for id_, (h, text) in zip(numbers, unknown)])
+                             [(id_, h, text) for id_, (h, text) in zip(numbers, unknown, strict=True)])
             # numbered in hash order, so the id range is in the buffer's key order too
             conn.execute("INSERT INTO term_hashes_recent (h, id) SELECT h, id FROM terms WHERE id >= ?", (start,))
-            new.update(zip([text for _, text in unknown], numbers))
+            new.update(zip([text for _, text in unknown], numbers, strict=True))
             created = len(unknown)
         ids.update(new)
     return ids, new, created
@@ -701,7 +712,7 @@ def _merge_recent(conn: sqlite3.Connection) -> None:
 
     Why buffers: ``quads_o``, ``quads_p`` and ``term_hashes`` take new rows at random positions, so an
     insert of a few thousand rows dirties nearly every page of them, and the pages written per insert
-    grew with the store (2M triples in 10k batches: 13 GB written).  The buffers stay small, and the
+    grew with the store.  The buffers stay small, and the
     main tables are rewritten once per :data:`RECENT_ROWS_MAX` rows instead of once per insert.
     """
     for table in _BUFFERED:
@@ -730,13 +741,13 @@ def _index_traces(conn: sqlite3.Connection, cid: int, traces: Sequence[IndexedTr
          for t in traces])
 
 
-def _triple(row: tuple) -> Triple:
+def _triple(row: tuple[str, str, str, str | None]) -> Triple:
     s, p, o, g = row
     return Triple(term_from_key(s), term_from_key(p), term_from_key(o), g[1:-1] if g else "")
 
 
 @contextmanager
-def _errors(path: Path):
+def _errors(path: Path) -> Iterator[None]:
     """Map sqlite3 errors: an unusable file or file system to :class:`StoreEnvironmentError`, lock time-outs
     to :class:`StoreUnavailable`, the rest to :class:`StoreError`."""
     try:

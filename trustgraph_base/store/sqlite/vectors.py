@@ -1,11 +1,11 @@
 """SQLite vector index: vectors stored in the user's SQLite file, searched through an in-memory HNSW graph.
 
-Why a graph and not a numpy scan: an exact scan of 100,000 × 384 float32 vectors reads
-150 MB per query; on the 2-core reference machine that is 10.7 ms at best and 25-45 ms p99
-once other processes compete for memory bandwidth (numpy float16 is slower still: its
-conversions are not vectorised).  A ``usearch`` HNSW graph (f16 storage, M=16) answers in
-about 1 ms with recall ≈ 0.999, at the price of graph insertion on write; that is the
-trade-off Cassandra's SAI makes as well, so both backends behave alike.
+Why a graph and not a numpy scan: an exact scan reads every vector on every query, so it is
+bound by memory bandwidth and slows down when other processes compete for it (numpy float16
+is slower still: its conversions are not vectorised).  A ``usearch`` HNSW graph (f16 storage,
+M=16) answers an order of magnitude faster with recall ≈ 0.999 (figures in
+``bench/README.md``), at the price of graph insertion on write; that is the trade-off
+Cassandra's SAI makes as well, so both backends behave alike.
 
 * SQLite holds the truth: unit-length float32 blobs keyed by an integer ``key`` (the graph's
   key), the model record and a ``(generation, version)`` stamp bumped by every write.
@@ -30,6 +30,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -48,7 +49,7 @@ from ..vectors import (
     require_model,
 )
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
-from .wal import enable_wal
+from .wal import open_database
 
 __all__ = ["SqliteVectorIndex", "HNSW_CONNECTIVITY", "HNSW_EXPANSION_ADD", "HNSW_EXPANSION_SEARCH",
            "EXACT_SEARCH_MAX_VALUES", "RESCORE_CANDIDATES"]
@@ -60,7 +61,7 @@ HNSW_EXPANSION_ADD = 128
 #: Beam width while searching (ef); a search asks for at least this many candidates.
 HNSW_EXPANSION_SEARCH = 64
 #: Graphs holding at most this many numbers (vectors x dimensions) are searched exhaustively:
-#: 10,000 x 384 float16 vectors take about 0.7 ms on one core (HNSW: 0.4 ms).
+#: below it an exact search costs about as much as the graph search (``bench/README.md``).
 EXACT_SEARCH_MAX_VALUES = 4_000_000
 #: Fewest candidates a search takes from the graph before the exact re-scoring keeps ``limit``.
 RESCORE_CANDIDATES = 16
@@ -137,14 +138,7 @@ class _UserDb:
         make_parent(path)
         self.path = path
         self.lock = threading.RLock()
-        self.conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            enable_wal(self.conn, 30.0)
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.executescript(_SCHEMA)
-        except BaseException:
-            self.conn.close()  # a file that could not be set up (full disk, read-only) leaves no connection behind
-            raise
+        self.conn = open_database(path, _SCHEMA)
 
     def close(self) -> None:
         with self.lock:
@@ -171,6 +165,12 @@ class SqliteVectorIndex:
 
     # ------------------------------------------------------------------ plumbing
 
+    @overload
+    def _db(self, user: str, create: Literal[True]) -> _UserDb: ...
+
+    @overload
+    def _db(self, user: str, create: bool) -> _UserDb | None: ...
+
     def _db(self, user: str, create: bool) -> _UserDb | None:
         with self._lock:
             if self._closed:
@@ -195,13 +195,13 @@ class SqliteVectorIndex:
         digest = hashlib.sha256(collection.encode()).hexdigest()[:16]
         return db.path.with_name(f"{db.path.stem}.{self.kind}.{digest}.usearch")
 
-    def _info_row(self, db: _UserDb, collection: str):
+    def _info_row(self, db: _UserDb, collection: str) -> Any:
         with db.lock:
             return self._sql(db, "SELECT model_id, dimension, generation, version FROM vector_index "
                                  "WHERE kind = ? AND collection = ?", (self.kind, collection)).fetchone()
 
     @staticmethod
-    def _sql(db: _UserDb, sql: str, args: tuple = ()):
+    def _sql(db: _UserDb, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
             return db.conn.execute(sql, args)
         except sqlite3.Error as e:
@@ -319,7 +319,7 @@ class SqliteVectorIndex:
                         require_model(self.kind, user, collection, info[0], info[1], model_id, dimension)
                         graph = self._graph(db, collection, info[1], info[2], info[3])
                         keys = np.empty(len(chosen), dtype=np.uint64)
-                        for i, (item, vector) in enumerate(zip(chosen, vectors)):
+                        for i, (item, vector) in enumerate(zip(chosen, vectors, strict=True)):
                             keys[i] = conn.execute(
                                 "INSERT INTO vectors (kind, collection, id, label, document_id, vector) "
                                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, collection, id) DO UPDATE SET "
@@ -342,7 +342,7 @@ class SqliteVectorIndex:
             graph.dirty = True
         return len(chosen)
 
-    def _delete_where(self, user: str, collection: str, where: str, args_of: list[tuple]) -> int:
+    def _delete_where(self, user: str, collection: str, where: str, args_of: list[tuple[Any, ...]]) -> int:
         """Delete the rows matching ``where`` for each argument tuple; returns how many went."""
         check_names(user, collection)
         db = self._db(user, create=False)

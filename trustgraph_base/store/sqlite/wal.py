@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
-__all__ = ["enable_wal"]
+__all__ = ["enable_wal", "open_database"]
 
 
 def enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
@@ -27,3 +28,19 @@ def enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+
+
+def open_database(path: Path, schema: str, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection to the file at ``path`` (shared by threads), in WAL mode, with ``schema`` applied.
+
+    A file that cannot be set up (full disk, read-only) leaves no connection behind.
+    """
+    conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        enable_wal(conn, timeout)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(schema)
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -35,7 +35,7 @@ from trustgraph_base.provenance.triples import LlmUsage
 from trustgraph_base.schema import AgentRequest, AgentResponse, AgentStep, Error, Triple
 from trustgraph_base.store.triples import check_names
 
-from ...common.query_session import QuerySession, check_question
+from ...common.query_session import QuerySession, TraceFields, check_question
 from .parser import FinalAnswer, ReactParseError, parse_react
 from .tools import DEFAULT_TOOLS, Tool
 
@@ -208,7 +208,7 @@ class ReactAgent:
         await session.close(AgentResponse(message_type="answer", content="", end_of_message=True, end_of_dialog=True))
 
 
-def _failed(error: Exception, message: str, trace: dict[str, str]) -> AgentResponse:
+def _failed(error: Exception, message: str, trace: TraceFields) -> AgentResponse:
     """The last message of a failed run; its type is the failure's own (``session-in-use``) or ``agent-error``."""
     return AgentResponse(message_type="error", content=message,
                          error=Error(getattr(error, "error_type", "agent-error"), message),

@@ -45,6 +45,7 @@ class AgentPorts(BusPorts):
                 resp = raise_on_error("text-completion", await self.p.client("text-completion").request(
                     TextCompletionRequest(prompt=query)))
                 return ToolOutcome(_answer(resp.response))
+            request: GraphRagQuery | DocumentRagQuery
             if tool.kind == "graph-rag":
                 client = self.p.client("graph-rag")
                 request = GraphRagQuery(query=query, user=req.user, collection=req.collection, parent_uri=parent_uri,

@@ -39,8 +39,13 @@ class Extraction:
     skipped: int = 0
 
 
-from .pattern import COMPONENT_NAME, COMPONENT_VERSION, MODEL_ID, extract  # noqa: E402
-from .triples import ExtractedEntity, ExtractedGraph, extraction_to_triples, parse_llm_extraction  # noqa: E402
+from .pattern import COMPONENT_NAME, COMPONENT_VERSION, MODEL_ID, extract  # noqa: E402 - it needs Extraction
+from .triples import (  # noqa: E402 - it needs Definition, Extraction and Relationship
+    ExtractedEntity,
+    ExtractedGraph,
+    extraction_to_triples,
+    parse_llm_extraction,
+)
 
 __all__ = [
     "COMPONENT_NAME", "COMPONENT_VERSION", "MODEL_ID", "Definition", "ExtractedEntity", "ExtractedGraph",

@@ -42,7 +42,8 @@ NOT_ADVERBS_LY = {"family", "italy", "july", "supply", "apply", "reply", "fly", 
 FUNCTION_WORDS = (DETERMINERS | POSSESSIVE_PRONOUNS | PRONOUNS | OBJECT_PRONOUNS | AUXILIARIES | MODALS
                   | NEGATIONS | PREPOSITIONS | CONJUNCTIONS | SUBORDINATORS | WH | ADVERBS
                   | {"i", "we", "you", "me", "us", "my", "our", "your", "than", "very", "much", "more", "less",
-                     "there", "whose", "own", "same", "not", "whom", "every", "few", "little", "least", "so", "such", "either", "rather", "quite", "else", "per", "whereby", "thereby",
+                     "there", "whose", "own", "same", "not", "whom", "every", "few", "little", "least", "so",
+                     "such", "either", "rather", "quite", "else", "per", "whereby", "thereby",
                      "among", "upon", "amongst"})
 # Verbs that usually report a that-clause: with them, "showed with X that ..." is not a relation to X.
 REPORTING_VERBS = {"showed", "shown", "shows", "suggested", "proposed", "found", "observed", "said", "believed",

@@ -70,7 +70,7 @@ def extract(text: str) -> Extraction:
     state = TextState(lowercase_words=lowercase_words(sentences), capitalised_inside=capitalised_inside(sentences))
     grouped = [group_items(sent, state.lowercase_words, state.capitalised_inside) for sent in sentences]
     state.aliases = name_aliases(grouped)
-    for sent, items in zip(sentences, grouped):
+    for sent, items in zip(sentences, grouped, strict=True):
         if not sent.heading:
             read_sentence(sent.text, items, state)
     return Extraction(relationships=list(state.relationships.values()),

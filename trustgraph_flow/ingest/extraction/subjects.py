@@ -90,7 +90,7 @@ def _possessive_description(clause: list[Item], k: int, state: TextState,
     else:
         return None
     j, n = k + 1, len(clause)
-    nouns = []
+    nouns: list[str] = []
     while j < n and clause[j].kind == "word" and is_nounish(clause[j].lower) and len(nouns) < MAX_DESCRIPTION_NOUNS:
         nouns.append(clause[j].lower)
         j += 1

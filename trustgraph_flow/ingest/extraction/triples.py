@@ -151,9 +151,9 @@ def parse_llm_extraction(relationship_objects: Iterable[Any],
         if definition is None:
             result.skipped += 1
             continue
-        key = (definition.entity, definition.definition)
-        if key not in seen_def:
-            seen_def.add(key)
+        def_key = (definition.entity, definition.definition)
+        if def_key not in seen_def:
+            seen_def.add(def_key)
             result.definitions.append(definition)
     return result
 

@@ -53,7 +53,7 @@ def pages_from_blocks(blocks: Iterable[Block], unit: str = "Section") -> list[De
             if not sections:
                 sections.append(("", []))
             sections[-1][1].append(text)
-    pages = []
+    pages: list[DecodedPage] = []
     for heading, texts in sections:
         if texts:
             number = len(pages) + 1

@@ -19,7 +19,11 @@ class Embedder(Protocol):
     """Turns texts into fixed-size vectors; ``model_id`` names the vector space."""
 
     model_id: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector."""
+        ...
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, in order."""
@@ -27,8 +31,8 @@ class Embedder(Protocol):
 
 
 from .local import LOCAL_DIMENSION, LOCAL_MODEL_ID, LocalEmbedder  # noqa: E402 - they need EmbeddingError
-from .openai_backend import OpenAIEmbedder  # noqa: E402
-from .registry import embedder_names, get_embedder  # noqa: E402
+from .openai_backend import OpenAIEmbedder  # noqa: E402 - it needs EmbeddingError
+from .registry import embedder_names, get_embedder  # noqa: E402 - it needs Embedder and EmbeddingError
 
 __all__ = [
     "LOCAL_DIMENSION",

@@ -11,8 +11,8 @@ padded to a common length.  Short texts of one call that have the same number of
 run together in one ``session.run`` (no padding, and every row of the model is computed
 on its own, so each vector is the one the text gets alone; this is checked when the model
 loads, and texts run one by one if it does not hold), which saves reading all the weights
-again for every short text (entity labels: about 2.5x less CPU).  The runs of one call are spread over ``workers`` threads, and a text
-repeated in a call is embedded once.
+again for every short text (``bench/README.md``).  The runs of one call are
+spread over ``workers`` threads, and a text repeated in a call is embedded once.
 
 Heavy imports (numpy, onnxruntime, tokenizers) happen on first use, so importing this
 module is cheap.
@@ -257,7 +257,7 @@ class LocalEmbedder:
                 continue
             together = self._run(encodings, session)
             alone = [self._run([e], session)[0] for e in encodings]
-            if not all(np.array_equal(a, b) for a, b in zip(together, alone)):
+            if not all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True)):
                 return False
             checked += 1
         return checked > 0
@@ -293,8 +293,8 @@ class LocalEmbedder:
                     self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="local-embedder")
             results = list(self._pool.map(run, runs))
         vectors: list[Any] = [None] * len(texts)
-        for positions, result in zip(runs, results):
-            for position, vector in zip(positions, result):
+        for positions, result in zip(runs, results, strict=True):
+            for position, vector in zip(positions, result, strict=True):
                 vectors[position] = vector
         return vectors
 
@@ -323,7 +323,7 @@ class LocalEmbedder:
                 rows[position] = vector
         if missing:
             todo = list(missing)
-            for text, vector in zip(todo, self._embed_many(todo)):
+            for text, vector in zip(todo, self._embed_many(todo), strict=True):
                 self._cache_put(text, vector)
                 for position in missing[text]:
                     rows[position] = vector

@@ -1,7 +1,7 @@
 """Embedders by name, so services choose one from configuration (``--embeddings local|openai``).
 
-Instances are shared per (name, options): the local model costs ~0.4 s and ~100 MB to
-load, so every service in one process should use the same one.  A shared local embedder
+Instances are shared per (name, options): loading the local model costs time and memory
+(``bench/README.md``), so every service in one process should use the same one.  A shared local embedder
 starts loading its model in the background when it is created (by the service's
 constructor), so the first request does not pay for the load.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 #: Model id reported by the extractive backend (``tg:llmModel`` in traces).
 MODEL_ID = "extractive"
@@ -96,7 +97,7 @@ def content_stems(text: str) -> set[str]:
     return {s for _, s in content_terms(text)}
 
 
-def idf_table(documents: Iterable[set[str]]) -> tuple[dict[str, int], int]:
+def idf_table(documents: Iterable[AbstractSet[str]]) -> tuple[dict[str, int], int]:
     """Document frequencies of stems over ``documents`` and the number of documents.
 
     :param documents: one set of stems per document.

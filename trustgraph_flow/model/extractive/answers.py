@@ -115,8 +115,19 @@ class _Candidate:
     paragraph: int
     text: str
     doc_id: str
-    stems: frozenset
+    stems: frozenset[str]
     chunk_weight: float
+
+
+@dataclass(slots=True)
+class _Ranked:
+    score: float
+    lexical: float
+    candidate: _Candidate
+
+    def order(self) -> tuple[float, int, int]:
+        """Best score first; ties in document order, then sentence order."""
+        return -self.score, self.candidate.doc_index, self.candidate.sentence_index
 
 
 def _candidates(documents: Sequence[Mapping[str, Any]]) -> list[_Candidate]:
@@ -156,7 +167,7 @@ def rank_sentences(
     :param embedder: optional Embedder for re-ranking.
     :param rerank: number of candidates re-scored by embedding.
     """
-    question = {}
+    question: dict[str, str] = {}
     for word, term in content_terms(query):
         question.setdefault(term, word)
     candidates = _candidates(documents)
@@ -168,23 +179,24 @@ def rank_sentences(
     ranked = []
     for c in candidates:
         lexical = sum(w for t, w in weights.items() if t in c.stems) / total
-        ranked.append([0.7 * lexical + 0.3 * c.chunk_weight, lexical, c])
-    ranked.sort(key=lambda r: (-r[0], r[2].doc_index, r[2].sentence_index))
+        ranked.append(_Ranked(0.7 * lexical + 0.3 * c.chunk_weight, lexical, c))
+    ranked.sort(key=_Ranked.order)
     if embedder is not None:
         head = ranked[:rerank]
-        vectors = embedder.embed([query] + [r[2].text for r in head])
+        vectors = embedder.embed([query] + [r.candidate.text for r in head])
         for row, vector in zip(head, vectors[1:], strict=True):
             similarity = cosine(vectors[0], vector)
-            row[0] = 0.5 * row[0] + 0.5 * similarity
-            row[1] = max(row[1], similarity if similarity >= 0.35 else 0.0)
-        ranked = sorted(head, key=lambda r: (-r[0], r[2].doc_index, r[2].sentence_index)) + ranked[rerank:]
+            row.score = 0.5 * row.score + 0.5 * similarity
+            row.lexical = max(row.lexical, similarity if similarity >= 0.35 else 0.0)
+        ranked = sorted(head, key=_Ranked.order) + ranked[rerank:]
     quoted: list[QuotedSentence] = []
-    for score, lexical, c in ranked:
-        if lexical <= 0:
+    for r in ranked:
+        c = r.candidate
+        if r.lexical <= 0:
             continue
         if any(c.text in q.text or q.text in c.text for q in quoted):
             continue
-        quoted.append(QuotedSentence(text=c.text, document_id=c.doc_id, score=round(score, 6)))
+        quoted.append(QuotedSentence(text=c.text, document_id=c.doc_id, score=round(r.score, 6)))
     return quoted
 
 

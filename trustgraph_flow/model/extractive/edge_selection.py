@@ -4,7 +4,7 @@ Each candidate edge is scored from evidence that can be named:
 
 * semantic: the cosine of the edge's subject or object entity to the question, as found by
   GraphRAG's entity vector search (``entity_scores``); edges are never embedded at query
-  time, which keeps 350 candidates well under 100 ms;
+  time, which keeps scoring cheap (``bench/README.md``);
 * lexical: IDF-weighted share of the question's content words (casefolded, lightly stemmed,
   stop words removed, words of matched anchor names left out) found in the edge's labels;
 * anchor: the edge touches an entity whose label appears in the question (a bonus);

@@ -61,7 +61,7 @@ def _accept(result: JsonlResult, obj: Any, where: str, validate: Validator | Non
     if validate is not None:
         try:
             error = validate(obj)
-        except Exception as exc:  # a validator bug must not lose the whole answer
+        except Exception as exc:  # noqa: BLE001 - a validator bug must not lose the whole answer
             error = f"validator raised {type(exc).__name__}: {exc}"
         if error:
             result._drop(f"{where}: {error}")

@@ -234,8 +234,8 @@ class LocalOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # TCP_NODELAY, as real model servers (uvicorn, vLLM, llama.cpp) set it: without it each small
-    # write after the headers waited for the client's delayed ACK (Nagle), so a streamed answer
-    # began ~40 ms late in most requests, depending on the connection's ACK timing.
+    # write after the headers waits for the client's delayed ACK (Nagle), so a streamed answer
+    # begins late in most requests, depending on the connection's ACK timing (bench/README.md).
     disable_nagle_algorithm = True
     server_version = "trustgraph-openai-testserver/1"
     timeout = 60  # idle keep-alive connections are dropped after a minute
@@ -437,7 +437,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if isinstance(replies, str):
                     return replies
                 if isinstance(replies, list):
-                    key = template_id if template_id in script else "*"
+                    key = template_id if template_id is not None and template_id in script else "*"
                     position = state.template_positions.get(key, 0)
                     if position < len(replies):
                         state.template_positions[key] = position + 1

@@ -92,7 +92,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
         follow = set(req.follow)
         types = set(req.describe_types)
         frontier: dict[str | None, set[str]] = {}
-        for pat, res in zip(patterns, results):
+        for pat, res in zip(patterns, results, strict=True):
             frontier.setdefault(pat.g, set()).update(t.s.value for t in res if t.s.type == IRI)
         visited: set[tuple] = set()
         for level in range(req.follow_depth + 1):
@@ -106,8 +106,8 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
                 slices = self._look_up(req, [
                     TriplePattern(s=Term(IRI, node), g=g, limit=NODE_SLICE) for g, node in nodes])
                 found = [(n, [t for t in res if t.p.value in wanted])
-                         for n, res in zip(nodes, slices) if len(res) < NODE_SLICE]
-                overflow = [n for n, res in zip(nodes, slices) if len(res) >= NODE_SLICE]
+                         for n, res in zip(nodes, slices, strict=True) if len(res) < NODE_SLICE]
+                overflow = [n for n, res in zip(nodes, slices, strict=True) if len(res) >= NODE_SLICE]
                 found += self._by_predicate(req, overflow, preds)
             else:
                 found = self._by_predicate(req, nodes, preds)
@@ -125,7 +125,7 @@ class TriplesQueryService(StoreBackedProcessor, Processor):
         keys = [(g, node) for g, node in nodes for _p in preds]
         found = self._look_up(req, [
             TriplePattern(s=Term(IRI, node), p=Term(IRI, p), g=g, limit=100) for g, node in nodes for p in preds])
-        return list(zip(keys, found))
+        return list(zip(keys, found, strict=True))
 
     async def on_query(self, req: TriplesQueryRequest, ctx) -> None:
         triples = await asyncio.to_thread(self.run_query, req)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from trustgraph_base.processor import Processor, launch
+from trustgraph_base.processor import MessageContext, Processor, launch
 from trustgraph_base.schema import (
     ChunkMatch,
     DocumentEmbeddingsRequest,
@@ -32,6 +34,7 @@ def _check(limit: int, vector) -> int:
 class _VectorQuery(StoreBackedProcessor, Processor):
     kind = ""
     service = ""
+    on_request: Callable[[Any, MessageContext], Awaitable[None]]  # each service's handler
 
     def __init__(self, *, vector_index=None, **params):
         super().__init__(**params)

@@ -26,7 +26,7 @@ from trustgraph_base.schema import DocumentRagQuery, DocumentRagResponse, Error,
 from trustgraph_base.store.triples import check_names
 
 from ...common.ports import PromptOutcome
-from ...common.query_session import QuerySession, check_question
+from ...common.query_session import QuerySession, TraceFields, check_question
 
 NO_DOCUMENTS_ANSWER = "I found no relevant passages in the documents to answer this question."
 
@@ -37,7 +37,7 @@ class DocumentRagSettings:
     explain_collection: str = ""
 
 
-def _failed(error: Exception, message: str, trace: dict[str, str]) -> DocumentRagResponse:
+def _failed(error: Exception, message: str, trace: TraceFields) -> DocumentRagResponse:
     """The last message of a failed query (naming its trace when one was stored)."""
     return DocumentRagResponse(message_type="chunk", error=Error("document-rag-error", message), end_of_stream=True,
                                end_of_session=True, **trace)
@@ -74,7 +74,7 @@ class DocumentRag:
         texts = await asyncio.gather(*(self.ports.get_content(req.user, m.chunk_id, req.collection)
                                        for m in matches))
         docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
-                for m, t in zip(matches, texts)]
+                for m, t in zip(matches, texts, strict=True)]
         exp_uri = uris.docrag_exploration_uri(session_id)
         await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches],
                                                                   grounding_uri=g_uri))
@@ -96,7 +96,7 @@ class DocumentRag:
             syn_uri = uris.docrag_synthesis_uri(session_id)
             await session.explain(syn_uri, docrag_synthesis_triples(syn_uri, exp_uri, text, doc_uri, usage=usage),
                                   answer=(doc_uri, text))
-        sources = {}
+        sources: dict[str, Source] = {}
         for m in matches:
             sources.setdefault(m.document_id, Source(uri=m.document_id))
         await session.close(DocumentRagResponse(message_type="chunk", end_of_session=True, **session.usage(),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from trustgraph_base.provenance.triples import edge_id
 from trustgraph_base.rdf.labels import fallback_label, term_label
-from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.rdf.terms import serialize_term, spo
 from trustgraph_base.schema import IRI, Term, Triple
 
 __all__ = ["LabelGraph", "get_labelgraph"]
@@ -33,7 +33,7 @@ class LabelGraph:
 
     def knowledge(self) -> list[dict[str, str]]:
         """The ``knowledge`` term of the kg-edge-selection prompt."""
-        return [{"id": i, "s": s, "p": p, "o": o} for i, (s, p, o) in zip(self.ids, self.labeled_edges)]
+        return [{"id": i, "s": s, "p": p, "o": o} for i, (s, p, o) in zip(self.ids, self.labeled_edges, strict=True)]
 
 
 
@@ -41,7 +41,7 @@ def _disambiguated(edges: Sequence[Triple], labels: Mapping[str, str]) -> dict[s
     """Node/predicate key -> label, with a hint appended where one label names several IRIs."""
     by_label: dict[str, set[str]] = {}
     for t in edges:
-        for term in (t.s, t.p, t.o):
+        for term in spo(t):
             if term.type == IRI:
                 by_label.setdefault(term_label(term, labels), set()).add(term.value)
     out: dict[str, str] = {}
@@ -67,11 +67,12 @@ def get_labelgraph(edges: Sequence[Triple], labels: Mapping[str, str]) -> LabelG
         return term_label(term, labels)
 
     graph = LabelGraph()
-    seen_keys: dict[str, tuple] = {}
+    seen_keys: dict[str, tuple[str, str, str]] = {}
     for t in edges:
-        triple_labels = (lab(t.s), lab(t.p), lab(t.o))
+        s, p, o = spo(t)
+        triple_labels = (lab(s), lab(p), lab(o))
         eid = edge_id(*triple_labels)
-        key = (serialize_term(t.s), serialize_term(t.p), serialize_term(t.o))
+        key = (serialize_term(s), serialize_term(p), serialize_term(o))
         if eid in seen_keys and seen_keys[eid] != key:
             # Same labels (e.g. two literals that print alike) or an 8-hex collision: extend the id
             # with the original terms so the edges stay distinct.

@@ -52,7 +52,7 @@ from trustgraph_base.schema import (
 from trustgraph_base.store.triples import check_names
 
 from ...common.ports import PromptOutcome
-from ...common.query_session import ExplainStore, QuerySession, alongside, check_question
+from ...common.query_session import ExplainStore, QuerySession, TraceFields, alongside, check_question
 from .labels import get_labelgraph, term_label
 from .selection import SelectionResult, resolve_selection
 from .subgraph import Subgraph, exploration_patterns, label_patterns
@@ -114,7 +114,7 @@ class GraphRag:
         await run.execute()
 
 
-def _failed(error: Exception, message: str, trace: dict[str, str]) -> GraphRagResponse:
+def _failed(error: Exception, message: str, trace: TraceFields) -> GraphRagResponse:
     """The last message of a failed query (naming its trace when one was stored)."""
     return GraphRagResponse(message_type="chunk", error=Error("graph-rag-error", message), end_of_stream=True,
                             end_of_session=True, **trace)

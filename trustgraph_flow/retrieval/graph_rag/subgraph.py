@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from trustgraph_base.provenance.namespaces import RDFS_LABEL
-from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.rdf.terms import serialize_term, spo
 from trustgraph_base.schema import IRI, LITERAL, Term, Triple, TriplePattern
 
 __all__ = ["Subgraph", "exploration_patterns", "label_patterns", "edge_key"]
@@ -24,7 +24,8 @@ _DEFAULT_GRAPH = ""
 
 def edge_key(t: Triple) -> tuple[str, str, str]:
     """Identity of an edge regardless of graph: the canonical strings of s, p, o."""
-    return (serialize_term(t.s), serialize_term(t.p), serialize_term(t.o))
+    s, p, o = spo(t)
+    return (serialize_term(s), serialize_term(p), serialize_term(o))
 
 
 def exploration_patterns(nodes: Iterable[Term], triple_limit: int) -> list[TriplePattern]:
@@ -71,9 +72,10 @@ class Subgraph:
         frontier: dict[str, Term] = {}
         for triples in results:
             for t in triples:
-                if t.p.type == IRI and t.p.value == RDFS_LABEL:
-                    if t.s.type == IRI and t.o.type == LITERAL:
-                        self.labels.setdefault(t.s.value, t.o.value)
+                s, p, o = spo(t)
+                if p.type == IRI and p.value == RDFS_LABEL:
+                    if s.type == IRI and o.type == LITERAL:
+                        self.labels.setdefault(s.value, o.value)
                     continue
                 if self.full:
                     continue
@@ -81,8 +83,8 @@ class Subgraph:
                 if k in self._keys:
                     continue
                 self._keys.add(k)
-                self.edges.append(Triple(t.s, t.p, t.o, _DEFAULT_GRAPH))
-                for node in (t.s, t.o):
+                self.edges.append(Triple(s, p, o, _DEFAULT_GRAPH))
+                for node in (s, o):
                     if node.type == IRI:
                         key = serialize_term(node)
                         if key not in self.visited and key not in frontier:
@@ -93,7 +95,7 @@ class Subgraph:
         """Every IRI used by the edges (subjects, predicates, IRI objects), in first-seen order."""
         seen: dict[str, None] = {}
         for t in self.edges:
-            for term in (t.s, t.p, t.o):
+            for term in spo(t):
                 if term.type == IRI:
                     seen.setdefault(term.value, None)
         return list(seen)

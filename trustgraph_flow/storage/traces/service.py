@@ -37,7 +37,7 @@ from trustgraph_base.processor import Processor, launch, raise_on_error
 from trustgraph_base.provenance.answers import marked_stages
 from trustgraph_base.provenance.uris import trace_root_of
 from trustgraph_base.provenance.walk import TraceWalker, trace_answers, trace_documents
-from trustgraph_base.rdf.terms import serialize_term
+from trustgraph_base.rdf.terms import serialize_term, spo
 from trustgraph_base.schema import LibrarianRequest, TraceAdminRequest, TraceAdminResponse, TraceSummary, Triple
 from trustgraph_base.schema.library import ANSWER
 from trustgraph_base.store.errors import NotFound
@@ -85,8 +85,9 @@ def started_at(summary: TraceSummary, now: datetime) -> datetime | None:
     return when if when <= now + CLOCK_SKEW else None
 
 
-def _key(t: Triple) -> tuple:
-    return serialize_term(t.s), serialize_term(t.p), serialize_term(t.o)
+def _key(t: Triple) -> tuple[str, str, str]:
+    s, p, o = spo(t)
+    return serialize_term(s), serialize_term(p), serialize_term(o)
 
 
 def _age(seconds: float) -> str:

@@ -24,9 +24,9 @@ The default linger depends on the bus.  On Pulsar a message waits in the broker 
 acked, so waiting longer loses nothing: up to 1 s lets every stage of a query share one write,
 which starts when the query's final stage arrives, i.e. after its answer has gone out, instead
 of competing with the answer's streaming for the CPU (GraphRAG on Pulsar + Cassandra: a
-200 ms linger put the write in the middle of the answer stream and cost ~19 ms of a 290 ms
-query, ``bench/README.md``).  On the in-process bus a message lives only in memory until it is
-stored, so the wait stays short (20 ms).  The triples of a load (a document's pages, chunks and
+shorter linger puts the write in the middle of the answer stream, ``bench/README.md``).  On
+the in-process bus a message lives only in memory until it is stored, so the wait stays short
+(20 ms).  The triples of a load (a document's pages, chunks and
 extractions, a ``tg-load-turtle`` batch) do not wait: ingestion is a pipeline whose progress
 waits for each write, and under load its messages coalesce anyway while a write runs.
 """
