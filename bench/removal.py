@@ -74,15 +74,20 @@ async def _remove(stack, user: str, collection: str, doc_id: str) -> tuple[float
         librarian.triples = counting.inner
 
 
-async def _remove_small(stack, user: str, collection: str, numbers: range) -> tuple[list[float], object, set]:
+async def _remove_small(stack, user: str, collection: str,
+                        numbers: range) -> tuple[list[float], DocumentRemoval, set[tuple[int, int]]]:
     """Remove the small documents ``numbers``: their times, the last one's report, the distinct (look-ups, rows)."""
-    times, costs, removal = [], set(), None
+    times: list[float] = []
+    costs: set[tuple[int, int]] = set()
+    removal: DocumentRemoval | None = None
     for i in numbers:
         seconds, removal, lookups, rows = await _remove(stack, user, collection, _doc(f"d{i}", b"")[0])
         if removal is None or removal.documents != 1 + removal.pages + removal.chunks or not removal.kept_triples:
             raise AssertionError(f"unexpected removal report {removal}")
         times.append(seconds)
         costs.add((lookups, rows))
+    if removal is None:
+        raise AssertionError("no document was removed")
     return times, removal, costs
 
 
@@ -109,6 +114,8 @@ async def bench(suite: Suite) -> Results:
             full, removal, full_costs = await _remove_small(running, user, collection,
                                                             range(n // 10, n // 10 + SAMPLES))
             large, big, large_lookups, large_rows = await _remove(running, user, collection, _doc("large", b"")[0])
+            if big is None:
+                raise AssertionError("no removal report for the large document")
             small, small_tenth = statistics.median(full), statistics.median(tenth)
             print(f"  removal ({stack_name}): small {small:.3f} s ({removal.chunks} chunk; {_costs(full_costs)}), "
                   f"large {large:.3f} s ({big.chunks} chunks; {large_lookups} look-ups returning {large_rows} rows), "

@@ -26,9 +26,9 @@ import logging
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,6 +37,9 @@ from trustgraph_base.processor import RequestTimeout, ServiceError, raise_on_err
 from trustgraph_base.pubsub import BackendError, BackendUnavailable, Message, ReceiveTimeout
 from trustgraph_base.pubsub.topics import parse_queue
 from trustgraph_flow.gateway.wire import GATEWAY_ERROR, REQUEST_ERROR, TIMEOUT, UNAVAILABLE
+
+if TYPE_CHECKING:
+    import aiohttp
 
 from .common import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 
@@ -163,8 +166,8 @@ class GatewayConnection:
         self.timeout = timeout
         self.flow = info.flow
         self.backend = GatewayBackend(self)
-        self._session = None
-        self._ws = None
+        self._session: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task | None = None
         self._routes: dict[str, asyncio.Queue] = {}
         self._ids = itertools.count(1)
@@ -181,19 +184,19 @@ class GatewayConnection:
     async def __aenter__(self) -> GatewayConnection:
         import aiohttp
 
-        self._session = aiohttp.ClientSession()
+        session = self._session = aiohttp.ClientSession()
         try:
             async with asyncio.timeout(CONNECT_SECONDS):
-                self._ws = await self._session.ws_connect(self.ws_url, heartbeat=HEARTBEAT_SECONDS,
-                                                          max_msg_size=MAX_REPLY_BYTES)
-                await self._ws.send_str(orjson.dumps({"type": "auth", "token": self.info.token or ""}).decode())
-                reply = await self._ws.receive()
+                ws = self._ws = await session.ws_connect(self.ws_url, heartbeat=HEARTBEAT_SECONDS,
+                                                         max_msg_size=MAX_REPLY_BYTES)
+                await ws.send_str(orjson.dumps({"type": "auth", "token": self.info.token or ""}).decode())
+                reply = await ws.receive()
         except aiohttp.WSServerHandshakeError as e:
-            await self._session.close()
+            await session.close()
             raise CliError(f"the gateway at {self.info.url} does not serve this project's commands (GET "
                            f"api/v1/native answered HTTP {e.status})", EXIT_FAILED) from None
         except (aiohttp.ClientError, OSError, TimeoutError) as e:
-            await self._session.close()
+            await session.close()
             reason = "timed out" if isinstance(e, TimeoutError) else _reason(getattr(e, "os_error", None) or e)
             raise BackendUnavailable(f"cannot reach the gateway at {self.info.url}: {reason}") from None
         frame = _json_frame(reply)
@@ -209,22 +212,30 @@ class GatewayConnection:
         """Route every frame to the request it answers; a lost connection ends every open request."""
         import aiohttp
 
+        ws = self._socket()
         try:
             while True:
-                msg = await self._ws.receive()
+                msg = await ws.receive()
                 if msg.type != aiohttp.WSMsgType.TEXT:
                     break
                 frame = _json_frame(msg)
-                route = self._routes.get(frame.get("id")) if frame is not None else None
+                rid = frame.get("id") if frame is not None else None
+                route = self._routes.get(rid) if isinstance(rid, str) else None
                 if route is not None:
                     route.put_nowait(frame)
                 else:
                     log.debug("frame for no open request: %.200s", msg.data)
         finally:
-            code = self._ws.close_code
+            code = ws.close_code
             self._lost = f"the gateway at {self.info.url} closed the connection" + (f" (code {code})" if code else "")
             for route in self._routes.values():
                 route.put_nowait(None)
+
+    def _socket(self) -> aiohttp.ClientWebSocketResponse:
+        """The open web socket (a connection is used inside ``async with`` only)."""
+        if self._ws is None:
+            raise RuntimeError("the gateway connection is not open")
+        return self._ws
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -274,15 +285,16 @@ class GatewayConnection:
                 yield ex
             finally:
                 del self._routes[rid]
-                if not ex.done and self._lost is None and not self._ws.closed:
+                ws = self._socket()
+                if not ex.done and self._lost is None and not ws.closed:
                     with contextlib.suppress(ConnectionResetError, RuntimeError):
-                        await self._ws.send_str(orjson.dumps({"type": "cancel", "id": rid}).decode())
+                        await ws.send_str(orjson.dumps({"type": "cancel", "id": rid}).decode())
 
     async def _send(self, text: str) -> None:
         if self._lost is not None:
             raise BackendUnavailable(self._lost)
         try:
-            await self._ws.send_str(text)
+            await self._socket().send_str(text)
         except (ConnectionResetError, RuntimeError) as e:
             raise BackendUnavailable(f"the gateway at {self.info.url} closed the connection: {e}") from None
 
@@ -352,7 +364,7 @@ class GatewayServiceClient:
                 return response
         raise BackendUnavailable(f"the gateway sent no reply to a {self.service} request")
 
-    async def stream(self, request: Any, timeout: float | None = None) -> AsyncIterator[Any]:
+    async def stream(self, request: Any, timeout: float | None = None) -> AsyncGenerator[Any, None]:
         if not isinstance(request, self.contract.request):
             raise TypeError(f"{self.service} expects {self.contract.request.__name__}, got {type(request).__name__}")
         frame = {"type": "request", "service": self.service, "flow": self.conn.flow}
@@ -408,7 +420,7 @@ class ProgressConsumer:
         self.conn = conn
         self.queue = queue
         self.subscription = subscription
-        self._exchange = None
+        self._exchange: Exchange | None = None
         self._stack = contextlib.AsyncExitStack()
 
     async def open(self) -> None:
@@ -422,6 +434,8 @@ class ProgressConsumer:
             raise
 
     async def receive(self, timeout: float | None = None) -> Message:
+        if self._exchange is None:
+            raise RuntimeError("the progress feed is not open")
         try:
             body, _last = await self._exchange.reply(timeout, "the gateway's progress feed")
         except RequestTimeout:

@@ -118,16 +118,19 @@ class ProgressFeed:
         from trustgraph_base.pubsub import BackendError, BackendUnavailable
         from trustgraph_base.schema import IngestProgress
 
+        consumer = self.consumer
+        if consumer is None:
+            raise RuntimeError("the progress feed is not open")
         while True:
             try:
-                msg = await self.consumer.receive()
+                msg = await consumer.receive()
             except BackendUnavailable as e:
                 self._events.put_nowait(e)
                 return
             except BackendError:  # a broker's client reconnects by itself
                 await asyncio.sleep(0.5)
                 continue
-            await self.consumer.ack(msg)
+            await consumer.ack(msg)
             try:
                 ev = decode(IngestProgress, msg.data)
             except CodecError:
@@ -167,10 +170,10 @@ def stored_status(conn, user: str, collection: str):
     """``status(document_ids)`` for :func:`follow_progress`: the librarian's ``ingest-status`` (id → status)."""
 
     async def status(document_ids: list[str]) -> dict:
-        from trustgraph_base.schema import LibrarianRequest
+        from trustgraph_base.schema import IngestStatus, LibrarianRequest
         from trustgraph_flow.librarian.status import MAX_STATUS_DOCUMENTS
 
-        found = {}
+        found: dict[str, IngestStatus] = {}
         for i in range(0, len(document_ids), MAX_STATUS_DOCUMENTS):
             resp = await conn.request("librarian", LibrarianRequest(
                 operation="ingest-status", user=user, collection=collection,

@@ -42,7 +42,7 @@ def _errors() -> tuple[type[BaseException], ...]:
 
 
 #: Attempts of a producer creation or a subscription that times out (see ``PulsarBackend._guard``).
-OPERATION_ATTEMPTS = 3
+OPERATION_ATTEMPTS = 6
 
 #: Largest payload (bytes) a message may carry: the broker's default ``maxMessageSize`` (5 MiB) less
 #: 64 KiB for the message's metadata and its batch container.  A larger send fails (``MessageTooBig``,
@@ -200,9 +200,10 @@ class PulsarBackend:
 
         Creating a persistent topic's first producer or subscription makes the broker open a
         ledger, which on a loaded machine has taken longer than the operation time-out (CI saw a
-        subscribe fail with ``Timeout`` while the broker was up).  Both calls are idempotent, so
-        a time-out is retried, :data:`OPERATION_ATTEMPTS` attempts in all; a broker that refuses
-        connections fails at once.
+        subscribe fail with ``Timeout`` while the broker was up, three times in a row on a test's
+        private broker beside the full suite).  Both calls are idempotent, so a time-out is
+        retried, :data:`OPERATION_ATTEMPTS` attempts in all; a broker that refuses connections
+        fails at once.
         """
         errors: tuple[type[BaseException], ...] = (TimeoutError, *_errors())
         attempt = 0

@@ -135,6 +135,8 @@ class Socket:
         if "request" not in frame:
             await self.refuse(request_id, REQUEST_ERROR, "a request frame needs 'request'")
             return
+        if self.dispatcher is None:  # a socket without a dispatcher overrides start
+            raise RuntimeError("this socket has no dispatcher")
         self.spawn(request_id, self.relay(request_id, self.dispatcher.replies(
             user, frame.get("service"), frame.get("flow"), frame["request"])))
 

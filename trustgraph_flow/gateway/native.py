@@ -156,11 +156,11 @@ def _check_librarian(req: LibrarianRequest) -> None:
                                   "(document_type 'source'); answers go with their traces")
 
 
-def check_write(queue: str, msg: Triples | EntityContexts, principal: str | None) -> None:
+def check_write(msg: Triples | EntityContexts, principal: str | None) -> None:
     """Make a flow write the principal's and refuse what the stores would refuse, or a forged trace."""
     msg.metadata.user = _user(principal, msg.metadata.user)
     _collection(msg.metadata.collection)
-    if queue == "triples-store":
+    if isinstance(msg, Triples):
         for i, t in enumerate(msg.triples):
             if t.g == ns.GRAPH_RETRIEVAL:
                 raise GatewayRequestError(f"triple {i} is in <{ns.GRAPH_RETRIEVAL}>, which holds "
@@ -171,10 +171,10 @@ def check_write(queue: str, msg: Triples | EntityContexts, principal: str | None
             raise GatewayRequestError(str(e)) from None
         return
     items = []
-    for i, e in enumerate(msg.entities):
-        if e.entity is None or e.entity.type != "i":
+    for i, context in enumerate(msg.entities):
+        if context.entity is None or context.entity.type != "i":
             raise GatewayRequestError(f"entity {i} must be an IRI")
-        items.append(VectorItem(e.entity.value, (1.0,), label=e.label))
+        items.append(VectorItem(context.entity.value, (1.0,), label=context.label))
     try:
         prepare_items(items)
     except InvalidQuery as e:
@@ -258,7 +258,7 @@ class Native:
                                       f"{', '.join(NATIVE_QUEUES)}")
         self._check_flow(frame.get("flow"))
         msg = _decode(FLOWS[queue], frame.get("message"))
-        check_write(queue, msg, principal)
+        check_write(msg, principal)
         await self.producer(queue).send(msg)
         yield Reply({})
 
@@ -308,14 +308,16 @@ class NativeSocket(Socket):
     async def on_control(self, frame: dict) -> bool:
         if frame.get("type") != "cancel":
             return False
-        task = self.open.get(frame.get("id")) if type(frame.get("id")) is str else None
+        request_id = frame.get("id")
+        task = self.open.get(request_id) if isinstance(request_id, str) else None
         if task is not None:
             task.cancel()
         return True
 
     async def start(self, request_id: str, frame: dict) -> None:
         kinds = {"request": self.native.request, "write": self.native.write, "progress": self.native.progress}
-        serve = kinds.get(frame.get("type"))
+        kind = frame.get("type")
+        serve = kinds.get(kind) if isinstance(kind, str) else None
         if serve is None:
             await self.refuse(request_id, REQUEST_ERROR, f"unknown frame type {str(frame.get('type'))[:40]!r}; "
                                                          f"expected auth, request, write, progress or cancel")

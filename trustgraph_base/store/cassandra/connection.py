@@ -79,7 +79,7 @@ class CassandraConfig:
 Session = Any
 
 _LOCK = threading.Lock()
-_SESSIONS: dict[tuple[tuple[str, ...], int, str, str], Session] = {}
+_SESSIONS: dict[tuple[tuple[str, ...], int, str, str, str], Session] = {}
 _KEYSPACES: set[tuple[int, str]] = set()
 
 
@@ -127,7 +127,7 @@ def connect(config: CassandraConfig | None = None) -> Session:
 SCHEMA_AGREEMENT_SECONDS = 60
 
 
-def load_balancing_policy(local_dc: str = ""):
+def load_balancing_policy(local_dc: str = "") -> Any:
     """Each request to a replica of its partition (token-aware), among the nodes of the local datacenter.
 
     Token awareness saves the coordinator a hop to a replica; the DC-aware child keeps requests

@@ -508,8 +508,8 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
         c = collection.encode("utf-8")
         qd, sd = st.delete_quad.query_id, st.delete_scan.query_id
         l1, l2, l3, l4, l5, l6 = _TINYINT[1:7]
-        parts: dict[bytes, list] = defaultdict(list)
-        scans: dict[int, list] = defaultdict(list)
+        parts: dict[bytes, list[tuple[Any, ...]]] = defaultdict(list)
+        scans: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
         for _, (s, p, o, g) in present:
             es, ep, eo, eg = s.encode("utf-8"), p.encode("utf-8"), o.encode("utf-8"), g.encode("utf-8")
             size = 24 + len(c) + len(es) + len(ep) + len(eo) + len(eg)

@@ -298,7 +298,8 @@ class CassandraVectorIndex:
         self._write_rows(table.delete, [(collection, shard_of(i, shards), i) for i in ids], what)
         return len(ids)
 
-    def _existing(self, ks: _Keyspace, collection: str, ids: Sequence[str], what: str):
+    def _existing(self, ks: _Keyspace, collection: str, ids: Sequence[str],
+                  what: str) -> tuple[_Table | None, int, list[str]]:
         """``(table, shards, the ids of ids that have a row)``; ``(None, 0, [])`` when nothing was written."""
         if isinstance(ids, (str, bytes)):
             ids = [ids]
