@@ -258,6 +258,8 @@ def _section(text: str, heading: str) -> str:
 
 def test_show_explain_trace_walks_every_stage(tg, tg_asked):
     """Trace model v2: TrustGraph's walker reaches every stage on both stacks (issue: trace model v2)."""
+    from trustgraph_flow.ingest.sample_corpus import sample_documents
+
     question = _uri(tg_asked.graph_rag, "urn:trustgraph:question:")
     out = tg.ok("tg-show-explain-trace", "--show-provenance", question).stdout
     assert "No exploration data found" not in out and "No focus data found" not in out, out
@@ -265,7 +267,13 @@ def test_show_explain_trace_walks_every_stage(tg, tg_asked):
     focus = _section(out, "Focus (Edge Selection)")
     selected = int(focus.split("Selected ")[1].split()[0])
     assert selected > 0 and focus.count("Concept: ") == selected and focus.count(" Score: 0.") == selected, out
-    assert "Source: " in focus and "urn:chunk:" in focus, out  # hops printed raw: docs/compatibility.md
+    sources = [line.split("Source: ", 1)[1] for line in focus.splitlines() if "Source: " in line]
+    assert sources, out
+    for chain in sources:  # as on TrustGraph's server: the subgraph (no label) and then every hop by its label
+        subgraph, chunk, page, document = chain.split(" -> ")  # (docs/gateway.md, label look-ups)
+        assert subgraph.startswith("https://trustgraph.ai/subgraph/"), out
+        assert chunk.startswith("Chunk ") and page.startswith("Page "), out
+        assert document in {d.title for d in sample_documents()}, out
     synthesis = _section(out, "Synthesis")
     assert "Answer:" in synthesis and "Curie" in synthesis and "radium" in synthesis.lower(), out
     as_json = json.loads(tg.ok("tg-show-explain-trace", "--format", "json", question).stdout)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from trustgraph_base.provenance.namespaces import RDFS_LABEL
 from trustgraph_base.schema import (
     AgentRequest,
     AgentResponse,
@@ -171,14 +172,27 @@ def test_triples_requests_of_the_real_client_follow_trustgraphs_g_rules():
         body = frame["request"]
         req = flow_request("triples", body, USER)
         assert isinstance(req, TriplesQueryRequest) and req.user == USER
+        label_lookup = body.get("p", {}).get("i") == RDFS_LABEL and "s" in body and "o" not in body
         if "g" in body:
             assert req.g == body["g"]
+        elif label_lookup:
+            assert req.g is None  # every graph: provenance hops keep their labels in urn:graph:source
         elif any(k in body for k in ("s", "p", "o")):
-            assert req.g == ""  # label look-ups: the default graph only
+            assert req.g == ""  # the default graph only
         assert req.limit == body["limit"]
         assert req.streaming is True  # always streamed from the service; joined again unless asked
         assert req.batch_size == body.get("batch-size", 1000)
     assert any("g" not in f["request"] for f in recorded)
+    assert any(f["request"].get("p", {}).get("i") == RDFS_LABEL and "g" not in f["request"] for f in recorded)
+
+
+def test_a_label_look_up_without_a_graph_reads_every_graph_and_nothing_else_does():
+    s, label = {"t": "i", "i": "urn:chunk:1"}, {"t": "i", "i": RDFS_LABEL}
+    assert flow_request("triples", {"s": s, "p": label, "limit": 1}, USER).g is None
+    assert flow_request("triples", {"s": s, "p": label, "g": "", "limit": 1}, USER).g == ""
+    assert flow_request("triples", {"s": s, "p": label, "o": {"t": "l", "v": "x"}}, USER).g == ""
+    assert flow_request("triples", {"p": label}, USER).g == ""
+    assert flow_request("triples", {"s": s, "p": {"t": "i", "i": "http://x/p"}}, USER).g == ""
 
 
 @pytest.mark.parametrize("body, expected", [

@@ -11,7 +11,10 @@ keys are ignored, as TrustGraph's own translators do.
 
 ``g`` of a triples query follows TrustGraph's server: absent with something bound = the
 default graph, absent with nothing bound = all graphs, ``"*"`` = all graphs; this project
-writes the default graph ``""`` and all graphs ``None`` (``docs/gateway.md``).
+writes the default graph ``""`` and all graphs ``None`` (``docs/gateway.md``).  One exception:
+a label look-up (``s`` and ``p = rdfs:label`` bound, no ``g``) reads every graph, because this
+project keeps the labels of documents, pages, chunks and subgraphs with their extraction
+provenance in ``urn:graph:source``, and TrustGraph's explain tools name provenance hops by label.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from trustgraph_base.provenance.namespaces import RDFS_LABEL
 from trustgraph_base.schema import (
     AgentRequest,
     AgentResponse,
@@ -189,7 +193,10 @@ def triples_request(body: dict, user: str) -> TriplesQueryRequest:
     s, p, o = (term_from_wire(body[k], k) if body.get(k) is not None else None for k in ("s", "p", "o"))
     _refuse(body, ("user-context",), "triples")
     streaming = _bool(body, "streaming")
-    return TriplesQueryRequest(user=user, collection=collection_of(body), s=s, p=p, o=o, g=graph_of(body),
+    g = graph_of(body)
+    if body.get("g") is None and s is not None and o is None and p is not None and p.value == RDFS_LABEL:
+        g = None  # a label look-up: provenance hops keep their labels in urn:graph:source (module docstring)
+    return TriplesQueryRequest(user=user, collection=collection_of(body), s=s, p=p, o=o, g=g,
                                limit=_int(body, "limit", DEFAULT_TRIPLES_LIMIT, 1, MAX_TRIPLES_LIMIT),
                                streaming=True, batch_size=_int(body, "batch-size", 20 if streaming else 1000, 1,
                                                                10_000))
