@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -58,6 +59,20 @@ def _is_timeout(e: BaseException) -> bool:
         return True
     error = getattr(e, "error", None)
     return callable(error) and error() == pulsar.Result.Timeout
+
+
+def broker_accepts_connections(url: str, timeout: float) -> bool:
+    """Whether a TCP connection to one of the service URL's brokers (``pulsar://h1:6650,h2:6650``) succeeds."""
+    parts = urllib.parse.urlsplit(url)
+    default_port = 6651 if parts.scheme == "pulsar+ssl" else 6650
+    for address in parts.netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
+        try:
+            with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port or default_port)), timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def _admin_url_for(url: str) -> str:
@@ -202,8 +217,9 @@ class PulsarBackend:
         ledger, which on a loaded machine has taken longer than the operation time-out (CI saw a
         subscribe fail with ``Timeout`` while the broker was up, three times in a row on a test's
         private broker beside the full suite).  Both calls are idempotent, so a time-out is
-        retried, :data:`OPERATION_ATTEMPTS` attempts in all; a broker that refuses connections
-        fails at once.
+        retried, :data:`OPERATION_ATTEMPTS` attempts in all, while the broker's port accepts
+        connections.  The client reports a broker that refuses connections as a time-out too, so
+        a time-out is tried again only once a TCP connection to the broker succeeds.
         """
         errors: tuple[type[BaseException], ...] = (TimeoutError, *_errors())
         attempt = 0
@@ -212,7 +228,8 @@ class PulsarBackend:
             try:
                 return await asyncio.wait_for(start(), self.connect_timeout + 5)
             except errors as e:
-                if attempt < OPERATION_ATTEMPTS and _is_timeout(e):
+                if attempt < OPERATION_ATTEMPTS and _is_timeout(e) and await asyncio.to_thread(
+                        broker_accepts_connections, self.url, min(2.0, self.connect_timeout)):
                     log.warning("%s on Pulsar at %s timed out (attempt %d of %d); trying again",
                                 what, self.url, attempt, OPERATION_ATTEMPTS)
                     continue
