@@ -117,10 +117,7 @@ async def per_query(d: Deployment, llm_url: str, collection: str, questions, que
     """Sequential explainable queries against every query service in its own process; returns figures and one
     query's trace (explain events and answer) as the template of the cloned traces."""
     from trustgraph_base.codec import encode
-    from trustgraph_base.processor.client import RequestResponseClient
-    from trustgraph_base.pubsub.topics import request_queue, response_queue
     from trustgraph_base.schema import GraphRagQuery
-    from trustgraph_flow.common.services import SERVICES
 
     from .harness import stream_request
 
@@ -129,11 +126,7 @@ async def per_query(d: Deployment, llm_url: str, collection: str, questions, que
     store = services.groups[0]
     try:
         await services.wait_started()
-        s = SERVICES["graph-rag"]
-        client = RequestResponseClient(backend, "graph-rag", request_queue("graph-rag", services.flow),
-                                       response_queue("graph-rag", services.flow), s.request, s.response,
-                                       timeout=120, owner="bench-capacity")
-        await client.start()
+        client = await services.graph_rag_client(backend, "bench-capacity")
         try:
             ask = [GraphRagQuery(query=q.text, user=d.user, collection=collection, streaming=True, explainable=True)
                    for q in questions]

@@ -34,6 +34,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .common import Figure, Results, percentile, spread
 from .harness import (
@@ -44,11 +45,10 @@ from .harness import (
     Servers,
     ServiceProcesses,
     Suite,
-    Variants,
+    ask_on_off,
     bench_parser,
     close_target,
     graph_for,
-    interleaved_order,
     load_graph,
     load_note,
     on_off_figures,
@@ -57,6 +57,9 @@ from .harness import (
     run_on_suite,
 )
 from .synthetic import Question
+
+if TYPE_CHECKING:
+    from trustgraph_base.processor.client import RequestResponseClient
 
 #: Stack names of the two Cassandra set-ups (the single node is the suite's distributed stack).
 ONE_NODE, CLUSTER = "distributed", "cluster"
@@ -85,17 +88,7 @@ def cluster_description(servers: Servers) -> str:
 async def cluster_vs_one_node(targets: Sequence[GraphRagTarget], questions: Sequence[Question],
                               reps: int) -> list[Figure]:
     """Explainability on/off on both stacks, all four variants interleaved."""
-    v, cpu = Variants(), Variants()
-    keys = [(t.name, var) for t in targets for var in ("on", "off")]
-    by_name = {t.name: t for t in targets}
-    for rep in range(reps):
-        v.new_rep(keys)
-        cpu.new_rep(keys)
-        for qi, q in enumerate(questions):
-            for name, var in interleaved_order(keys, rep + qi):
-                r = await by_name[name].ask(q.text, explainable=(var == "on"))
-                v.add(name, var, r.answer.latency * 1000)
-                cpu.add(name, var, r.cpu_ms)
+    v, cpu, _ = await ask_on_off(targets, questions, reps)
     out = []
     for t in targets:
         out += on_off_figures(v, t.name, "GraphRAG", reps, cpu=cpu,
@@ -148,6 +141,19 @@ class QueryServices:
     async def wait_started(self) -> None:
         for g in self.groups:
             await g.wait_started(180.0)
+
+    async def graph_rag_client(self, backend: Any, owner: str) -> RequestResponseClient:
+        """A started request/response client of this flow's graph-rag on ``backend``."""
+        from trustgraph_base.processor.client import RequestResponseClient
+        from trustgraph_base.pubsub.topics import request_queue, response_queue
+        from trustgraph_flow.common.services import SERVICES
+
+        s = SERVICES["graph-rag"]
+        client = RequestResponseClient(backend, "graph-rag", request_queue("graph-rag", self.flow),
+                                       response_queue("graph-rag", self.flow), s.request, s.response,
+                                       timeout=120, owner=owner)
+        await client.start()
+        return client
 
     def busy(self) -> bool:
         return any(g.busy() for g in self.groups)
@@ -206,20 +212,13 @@ async def clients_run(client, user: str, collection: str, questions: Sequence[Qu
 async def replicas_figures(suite: Suite, d: Deployment, collection: str, questions: Sequence[Question],
                            per_client: int, reps: int) -> list[Figure]:
     """Two graph-rag replicas vs one at 16 clients on ``d``; the CPU per query of every service."""
-    from trustgraph_base.processor.client import RequestResponseClient
-    from trustgraph_base.pubsub.topics import request_queue, response_queue
-    from trustgraph_flow.common.services import SERVICES
 
     services = QueryServices(d.servers, suite.llm.base_url, 2)
     runs: dict[int, list[dict]] = defaultdict(list)
     backend = d.backend()
     try:
         await services.wait_started()
-        s = SERVICES["graph-rag"]
-        client = RequestResponseClient(backend, "graph-rag", request_queue("graph-rag", services.flow),
-                                       response_queue("graph-rag", services.flow), s.request, s.response,
-                                       timeout=120, owner="bench-cluster")
-        await client.start()
+        client = await services.graph_rag_client(backend, "bench-cluster")
         try:
             for q in questions[:2]:  # warm-up: connections, prepared statements, both replicas
                 await clients_run(client, d.user, collection, [q], services, 1)

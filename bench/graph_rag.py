@@ -39,12 +39,11 @@ from .harness import (
     GraphRagTarget,
     QueryRecord,
     Suite,
-    Variants,
+    ask_on_off,
     bench_parser,
     close_target,
     dependent_rounds,
     graph_for,
-    interleaved_order,
     load_graph,
     load_note,
     on_off_figures,
@@ -61,20 +60,8 @@ FIRST_EXPLAIN_TARGET_MS = {"embedded": 20.0, "distributed": 50.0}
 # ================================================================== latency, round trips, clients
 async def latency_on_off(targets: Sequence[GraphRagTarget], questions: Sequence[Question], reps: int) -> list[Figure]:
     """Explainability on vs off (and stack vs stack), interleaved; plus request counts and rounds."""
-    v, cpu = Variants(), Variants()
-    on: dict[str, list[QueryRecord]] = defaultdict(list)
-    keys = [(t.name, var) for t in targets for var in ("on", "off")]
+    v, cpu, on = await ask_on_off(targets, questions, reps)
     by_name = {t.name: t for t in targets}
-    for rep in range(reps):
-        v.new_rep(keys)
-        cpu.new_rep(keys)
-        for qi, q in enumerate(questions):
-            for name, var in interleaved_order(keys, rep + qi):
-                r = await by_name[name].ask(q.text, explainable=(var == "on"))
-                v.add(name, var, r.answer.latency * 1000)
-                cpu.add(name, var, r.cpu_ms)
-                if var == "on":
-                    on[name].append(r)
     out = []
     for t in targets:
         s, recs = t.name, on[t.name]

@@ -299,18 +299,10 @@ CASSANDRA_JPMS=(
   --add-opens java.base/java.nio=ALL-UNNAMED
 )
 
-start_cassandra() {
-  local dir="$IT_HOME/cassandra-$CASSANDRA_VERSION" run="$RUN/cassandra" jamm
-  prepare_start cassandra "$dir" || return 0
-  jamm=$(find "$dir/lib" -maxdepth 1 -name '*jamm*.jar' | head -n 1)
-  [ -n "$jamm" ] || die "cassandra: no jamm jar in $dir/lib (a cassandra-all dependency); delete $dir and fetch again"
-  # shellcheck disable=SC2034  # DATA is read by render through ${!v}
-  local DATA="$run/data"
-  render "$HERE/cassandra/cassandra.yaml" "$run/conf/cassandra.yaml" \
-    DATA CASSANDRA_PORT CASSANDRA_STORAGE_PORT CASSANDRA_SSL_STORAGE_PORT
-  cp "$HERE/cassandra/logback.xml" "$run/conf/"
-  local opts=(
-    "-Xms$CASSANDRA_HEAP" "-Xmx$CASSANDRA_HEAP" "-XX:+UseG1GC" "-XX:+ParallelRefProcEnabled"
+cassandra_jvm_options() { # heap run jamm: set opts to the JVM options of every Cassandra this script runs
+  local heap=$1 run=$2 jamm=$3
+  opts=(
+    "-Xms$heap" "-Xmx$heap" "-XX:+UseG1GC" "-XX:+ParallelRefProcEnabled"
     "-XX:MaxTenuringThreshold=1" "-XX:G1HeapRegionSize=16m" "-XX:MaxGCPauseMillis=300"
     "-XX:+ExitOnOutOfMemoryError" "-XX:+PerfDisableSharedMem"
     "-javaagent:$jamm" "-Djdk.attach.allowAttachSelf=true"
@@ -322,6 +314,22 @@ start_cassandra() {
     "-Dcassandra.config=file://$run/conf/cassandra.yaml"
     "-Dcassandra.storagedir=$run/data" "-Dcassandra.logdir=$run/logs"
     "-Dlogback.configurationFile=$run/conf/logback.xml"
+  )
+}
+
+start_cassandra() {
+  local dir="$IT_HOME/cassandra-$CASSANDRA_VERSION" run="$RUN/cassandra" jamm
+  prepare_start cassandra "$dir" || return 0
+  jamm=$(find "$dir/lib" -maxdepth 1 -name '*jamm*.jar' | head -n 1)
+  [ -n "$jamm" ] || die "cassandra: no jamm jar in $dir/lib (a cassandra-all dependency); delete $dir and fetch again"
+  # shellcheck disable=SC2034  # DATA is read by render through ${!v}
+  local DATA="$run/data"
+  render "$HERE/cassandra/cassandra.yaml" "$run/conf/cassandra.yaml" \
+    DATA CASSANDRA_PORT CASSANDRA_STORAGE_PORT CASSANDRA_SSL_STORAGE_PORT
+  cp "$HERE/cassandra/logback.xml" "$run/conf/"
+  local opts
+  cassandra_jvm_options "$CASSANDRA_HEAP" "$run" "$jamm"
+  opts+=(
     # single throwaway node: skip the gossip-settle wait, no fsync, no superuser delay
     "-Dcassandra.skip_wait_for_gossip_to_settle=0" "-Dcassandra.unsafesystem=true"
     "-Dcassandra.superuser_setup_delay_ms=0"

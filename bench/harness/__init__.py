@@ -23,6 +23,7 @@ from .graph_target import (
     OWN_PROCESSES,
     QUERY_PROCESSORS,
     GraphRagTarget,
+    ask_on_off,
     close_target,
     graph_for,
     load_graph,
@@ -44,7 +45,7 @@ from .suite import Suite, bench_parser, load_note, report, run_on_suite
 
 __all__ = [
     "CONCURRENCY", "DEFAULT_CPU_WHAT", "LLM_LATENCY_MS", "OWN_PROCESSES", "QUERY_PROCESSORS", "STORE_SERVICES",
-    "Answer", "Call",
+    "Answer", "Call", "ask_on_off",
     "CountingStore", "Deployment", "GraphRagTarget", "LlmEndpoint", "ProcessLookups", "QueryRecord",
     "RecordingPorts", "Servers", "ServiceProcesses", "Suite", "Variants", "bench_parser", "close_target",
     "dependent_rounds", "graph_for", "interleaved_order", "load_graph", "load_note", "on_off_figures",

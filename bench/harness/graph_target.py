@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..common import Figure
-from ..synthetic import SyntheticGraph, insert_graph
+from ..synthetic import Question, SyntheticGraph, insert_graph
 from .deployment import Deployment, ServiceProcesses, settle
+from .interleaving import Variants, interleaved_order
 from .llm import shared_embedder, stack_settings
 from .recording import CountingStore, ProcessLookups, QueryRecord, RecordingPorts, stream_request
 from .suite import Suite
@@ -126,3 +128,27 @@ def graph_for(quick: bool, entities: int | None = None, edges: int | None = None
     """The anchor graph: 10,000 entities / 50,000 edges (quick: 1,000 / 5,000)."""
     e = entities or (1_000 if quick else 10_000)
     return SyntheticGraph(e, edges or 5 * e)
+
+
+async def ask_on_off(targets: Sequence[GraphRagTarget], questions: Sequence[Question],
+                     reps: int) -> tuple[Variants, Variants, dict[str, list[QueryRecord]]]:
+    """Every question on every target with explainability on and off, in interleaved order, ``reps`` times.
+
+    :returns: latency (ms) and client-side CPU (ms) per ``(target, variant)``, and the records of the
+        queries asked with explainability on, by target.
+    """
+    v, cpu = Variants(), Variants()
+    on: dict[str, list[QueryRecord]] = defaultdict(list)
+    keys = [(t.name, var) for t in targets for var in ("on", "off")]
+    by_name = {t.name: t for t in targets}
+    for rep in range(reps):
+        v.new_rep(keys)
+        cpu.new_rep(keys)
+        for qi, q in enumerate(questions):
+            for name, var in interleaved_order(keys, rep + qi):
+                r = await by_name[name].ask(q.text, explainable=(var == "on"))
+                v.add(name, var, r.answer.latency * 1000)
+                cpu.add(name, var, r.cpu_ms)
+                if var == "on":
+                    on[name].append(r)
+    return v, cpu, on

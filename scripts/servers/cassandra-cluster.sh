@@ -69,19 +69,9 @@ start_node() { # i: render the node's config into its fresh run dir and launch i
   local v
   for v in CASSANDRA_CLUSTER_NODES CASSANDRA_CLUSTER_HEAP "${CLUSTER_PORT_VARS[@]}"; do echo "$v=${!v}"; done \
     >"$run/ports.env"
-  local opts=(
-    "-Xms$CASSANDRA_CLUSTER_HEAP" "-Xmx$CASSANDRA_CLUSTER_HEAP" "-XX:+UseG1GC" "-XX:+ParallelRefProcEnabled"
-    "-XX:MaxTenuringThreshold=1" "-XX:G1HeapRegionSize=16m" "-XX:MaxGCPauseMillis=300"
-    "-XX:+ExitOnOutOfMemoryError" "-XX:+PerfDisableSharedMem"
-    "-javaagent:$jamm" "-Djdk.attach.allowAttachSelf=true"
-    "${CASSANDRA_JPMS[@]}"
-    "-Dio.netty.tryReflectionSetAccessible=true"
-    "-Dio.netty.allocator.useCacheForAllThreads=true" "-Dio.netty.allocator.maxOrder=11"
-    "-Djava.net.preferIPv4Stack=true" "-Djava.io.tmpdir=$run/tmp"
-    "-Dcassandra-foreground=yes"
-    "-Dcassandra.config=file://$run/conf/cassandra.yaml"
-    "-Dcassandra.storagedir=$run/data" "-Dcassandra.logdir=$run/logs"
-    "-Dlogback.configurationFile=$run/conf/logback.xml"
+  local opts
+  cassandra_jvm_options "$CASSANDRA_CLUSTER_HEAP" "$run" "$jamm"
+  opts+=(
     # nodetool through local JMX (127.0.0.1 only, no remote JMX)
     "-Dcassandra.jmx.local.port=$(( CASSANDRA_CLUSTER_JMX_PORT + i - 1 ))"
     # a test cluster: no wait for gossip to settle, no superuser set-up delay. The system keyspace

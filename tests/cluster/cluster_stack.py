@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from cluster_servers import TestCluster
-from fault_stack import GRAPH_RAG_TIMEOUTS, FaultStack, ServiceProcess
+from fault_stack import FaultStack, ServiceProcess
 
 #: Services that run as two replicas, and the processor id each replica's metrics are labelled with.
 REPLICATED = {"graph-rag": "graph-rag", "triples-write": "triples-write", "triples-query": "triples-query"}
@@ -66,30 +66,12 @@ class ClusterStack(FaultStack):
         return process
 
     def build(self) -> None:
-        store = self._store()
-        llm = {"base_url": self.llm.base_url, "api_key": "test-key", "model": "extractive", "timeout": 30.0,
-               "max_retries": 1}
-        services = {
-            "core": self._group("core", [
-                ("trustgraph_flow.storage.traces.service:TraceAdminService", store, 1),
-                ("trustgraph_flow.query.vectors.service:GraphEmbeddingsQuery", store, 4),
-                ("trustgraph_flow.query.vectors.service:DocumentEmbeddingsQuery", store, 4),
-                ("trustgraph_flow.model.services:EmbeddingsService", {}, 2),
-                ("trustgraph_flow.model.services:PromptService", {"llm": "openai"}, 8),
-                ("trustgraph_flow.model.services:TextCompletionService", llm, 8),
-            ], ["trace-admin", "graph-embeddings-query", "document-embeddings-query", "embeddings", "prompt",
-                "text-completion"]),
-            "librarian": self._single("librarian"),
-        }
+        services = {"core": self._core(triples_query=False), "librarian": self._single("librarian")}
         for n in (1, 2):
-            rag = self._group(f"graph-rag-{n}", [
-                ("trustgraph_flow.retrieval.graph_rag.service:GraphRagService",
-                 {"client_timeouts": GRAPH_RAG_TIMEOUTS}, 4)], ["graph-rag"])
+            rag = self._graph_rag(f"graph-rag-{n}")
             services[rag.name] = rag
             for name in ("triples-write", "triples-query"):
-                process = self._single(name)
-                process.name = f"{name}-{n}"
-                process.log_path = self.workdir / f"{process.name}.log"
+                process = self.replica(name, n)
                 services[process.name] = process
         self.services = {name: self._watched(p) for name, p in services.items()}
 

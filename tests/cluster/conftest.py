@@ -14,12 +14,12 @@ if this process dies).  Under ``CI=true`` anything missing is a failure, never a
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
 
 import pytest
+from private_servers import running, unavailable
 
 # the reliability tier's stack and audit (fault_stack, trace_audit), imported by this tier's modules
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
@@ -33,11 +33,6 @@ def tier() -> str:
     """``short``, ``full`` or ``""`` (the tier does not run)."""
     value = os.environ.get("TG_CLUSTER", "").strip().lower()
     return {"1": "short", "true": "short", "yes": "short"}.get(value, value)
-
-
-def _required() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"} or \
-        os.environ.get("REQUIRE_INTEGRATION", "").strip().lower() in {"1", "true", "yes"}
 
 
 def pytest_configure(config) -> None:
@@ -61,30 +56,22 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def _unavailable(reason: str) -> None:
-    if _required():
-        pytest.fail(f"the cluster tier cannot run: {reason} (CI=true makes this a failure; see docs/servers.md)",
-                    pytrace=False)
-    pytest.skip(reason)
+    unavailable("the cluster tier cannot run", reason)
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     """This session's own three-node Cassandra cluster on 127.0.0.1-3, stopped at the end."""
-    from cluster_servers import ClusterUnavailable, TestCluster, missing_prerequisites
+    from cluster_servers import TestCluster, missing_prerequisites
 
     problem = missing_prerequisites()
     if problem:
         _unavailable(problem)
     c = TestCluster.create(tmp_path_factory.mktemp("cassandra-cluster"), heap=NODE_HEAP)
-    c.guard(os.getpid())
     try:
-        try:
-            c.start()
-        except ClusterUnavailable as e:
-            pytest.fail(f"could not start the Cassandra cluster: {e}", pytrace=False)
-        yield c
+        with running(c, "the Cassandra cluster"):
+            yield c
     finally:
-        c.stop()
         print("\n[cluster] " + "; ".join(c.events))
 
 
@@ -93,19 +80,12 @@ def cluster_stack(cluster, tmp_path_factory):
     """The services on the cluster, two replicas each of graph-rag, triples-write and triples-query;
     the sample corpus loaded."""
     from cluster_stack import ClusterServers, ClusterStack
-    from fault_stack import start_llm
+    from fault_stack import serving, start_llm
 
     url, admin = os.environ.get("PULSAR_URL"), os.environ.get("PULSAR_ADMIN_URL")
     if not url or not admin:
         _unavailable("the cluster tier needs the integration tier's Pulsar: set PULSAR_URL and PULSAR_ADMIN_URL "
                      "(eval \"$(scripts/servers.sh env)\")")
-    llm = start_llm()
-    stack = ClusterStack(ClusterServers(url, admin, cluster), tmp_path_factory.mktemp("cluster-stack"), llm)
-    try:
-        asyncio.run(stack.ingest_sample_corpus())
-        stack.start()
+    servers = ClusterServers(url, admin, cluster)
+    with serving(ClusterStack(servers, tmp_path_factory.mktemp("cluster-stack"), start_llm())) as stack:
         yield stack
-    finally:
-        problems = stack.stop()
-        llm.stop()
-    assert not problems, "services died during the tests:\n" + "\n".join(problems)

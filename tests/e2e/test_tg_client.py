@@ -15,22 +15,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, CliResult, base_env, kill_group, script
+from e2e_support import AGENT_QUESTION, DOC_QUESTION, GRAPH_QUESTION, CliResult, GatewayProcess, base_env, start_gateway
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-GATEWAY_START_SECONDS = 120.0
 
 
 def _integration_required() -> bool:
@@ -50,76 +46,27 @@ def tg_bin() -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class TgGateway:
-    """A gateway process and how TrustGraph's commands reach it."""
-
-    url: str
-    flow: str
-    proc: subprocess.Popen
-    log: Path
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-
-def _start_gateway(deployment, workdir: Path) -> TgGateway:
-    port = _free_port()
-    common = ["--port", str(port), "--default-user", deployment.user, "--log-level", "INFO"]
-    if deployment.distributed:
-        argv = [script("api-gateway"), "--pubsub", "pulsar", "--pulsar-url", deployment.env["PULSAR_URL"],
-                "--flow", deployment.flow, *common]
-    else:
-        argv = [script("tg-gateway"), "--home", deployment.env["TG_HOME"], *common]
-    log = workdir / f"gateway-{deployment.kind}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=deployment.env, start_new_session=True)
-    gw = TgGateway(f"http://127.0.0.1:{port}/", deployment.flow, proc, log)
-    deadline = time.monotonic() + GATEWAY_START_SECONDS
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the gateway exited with {proc.returncode}:\n{gw.log_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(gw.url, timeout=2) as resp:
-                if json.loads(resp.read())["service"] == "api-gateway":
-                    return gw
-        except OSError:
-            time.sleep(0.25)
-    kill_group(proc.pid)
-    raise RuntimeError(f"the gateway did not answer within {GATEWAY_START_SECONDS:g} s:\n{gw.log_text()[-3000:]}")
-
-
 @pytest.fixture(scope="session")
 def tg_gateway(deployment, tmp_path_factory):
-    gw = _start_gateway(deployment, tmp_path_factory.mktemp(f"tg-gateway-{deployment.kind}"))
+    gw = start_gateway(deployment, tmp_path_factory.mktemp(f"tg-gateway-{deployment.kind}"))
     yield gw
-    gw.proc.send_signal(signal.SIGTERM)
-    try:
-        code = gw.proc.wait(60)
-    except subprocess.TimeoutExpired:
-        kill_group(gw.proc.pid)
-        code = gw.proc.wait(10)
+    code = gw.stop()
     assert code == 0, f"the gateway did not stop cleanly (exit {code}):\n{gw.log_text()[-3000:]}"
 
 
 class TrustGraph:
     """Runs TrustGraph's commands against one gateway."""
 
-    def __init__(self, bin_dir: Path, gateway: TgGateway):
+    def __init__(self, bin_dir: Path, gateway: GatewayProcess, flow: str):
         self.bin = bin_dir
         self.gateway = gateway
+        self.flow = flow
         self.env = base_env({"TRUSTGRAPH_URL": gateway.url}, drop=("TRUSTGRAPH_TOKEN", "TRUSTGRAPH_WORKSPACE"))
 
     def run(self, command: str, *args: str, flow_flag: str | None = "-f", timeout: float = 300) -> CliResult:
         argv = [str(self.bin / command), *args]
         if flow_flag:
-            argv += [flow_flag, self.gateway.flow]
+            argv += [flow_flag, self.flow]
         t0 = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)
         return CliResult(argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
@@ -139,8 +86,8 @@ class Asked:
 
 
 @pytest.fixture(scope="session")
-def tg(tg_bin, tg_gateway) -> TrustGraph:
-    return TrustGraph(tg_bin, tg_gateway)
+def tg(tg_bin, tg_gateway, deployment) -> TrustGraph:
+    return TrustGraph(tg_bin, tg_gateway, deployment.flow)
 
 
 @pytest.fixture(scope="session")

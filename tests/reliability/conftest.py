@@ -15,32 +15,17 @@ start is a failure, never a skip.
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import pytest
-from fault_servers import ServerPair, ServersUnavailable, missing_prerequisites
-from fault_stack import FaultStack, start_llm
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _required() -> bool:
-    return _truthy("CI") or _truthy("REQUIRE_INTEGRATION")
+from fault_servers import ServerPair, missing_prerequisites
+from fault_stack import FaultStack, serving, start_llm
+from private_servers import required, running, unavailable
 
 
 def _requested() -> bool:
-    return (_required() or _truthy("TG_RELIABILITY") or bool(os.environ.get("PULSAR_URL"))
-            or bool(os.environ.get("CASSANDRA_HOST")))
-
-
-def _unavailable(reason: str) -> None:
-    if _required():
-        pytest.fail(f"the reliability tier cannot start its own Pulsar + Cassandra: {reason} "
-                    "(CI=true makes this a failure; see docs/servers.md)", pytrace=False)
-    pytest.skip(reason)
+    return (required() or os.environ.get("TG_RELIABILITY", "").strip().lower() in {"1", "true", "yes", "on"}
+            or bool(os.environ.get("PULSAR_URL")) or bool(os.environ.get("CASSANDRA_HOST")))
 
 
 @pytest.fixture(scope="session")
@@ -51,33 +36,20 @@ def server_pair(tmp_path_factory) -> ServerPair:
                     "(CI=true, PULSAR_URL/CASSANDRA_HOST set, or TG_RELIABILITY=1)")
     problem = missing_prerequisites()
     if problem:
-        _unavailable(problem)
+        unavailable("the reliability tier cannot start its own Pulsar + Cassandra", problem)
     pair = ServerPair.create(tmp_path_factory.mktemp("fault-servers"))
-    pair.guard(os.getpid())
-    try:
-        try:
-            pair.start()
-        except ServersUnavailable as e:
-            pytest.fail(f"could not start the private Pulsar + Cassandra pair: {e}", pytrace=False)
+    with running(pair, "the private Pulsar + Cassandra pair"):
         yield pair
-    finally:
-        pair.stop()
 
 
 @pytest.fixture(scope="session")
 def fault_stack(server_pair, tmp_path_factory) -> FaultStack:
     """The services under test as OS processes on the private pair, with the sample corpus loaded."""
-    llm = start_llm()
-    stack = FaultStack(server_pair, tmp_path_factory.mktemp("fault-stack"), llm)
     try:
-        asyncio.run(stack.ingest_sample_corpus())
-        stack.start()
-        yield stack
+        with serving(FaultStack(server_pair, tmp_path_factory.mktemp("fault-stack"), start_llm())) as stack:
+            yield stack
     finally:
-        problems = stack.stop()
-        llm.stop()
         print("\n[reliability] " + "; ".join(server_pair.events))
-    assert not problems, "services died during the tests:\n" + "\n".join(problems)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,25 +212,37 @@ class FaultStack:
         env.update({"PULSAR_URL": self.pair.pulsar_url, "TG_FLOW": self.flow, "TG_LOG_LEVEL": "CRITICAL"})
         return env
 
-    def build(self) -> None:
+    def _core(self, triples_query: bool = True) -> ServiceProcess:
+        """The group process of the services no fault test kills; without triples-query when that runs apart."""
         store = self._store()
         llm = {"base_url": self.llm.base_url, "api_key": "test-key", "model": "extractive", "timeout": 30.0,
                "max_retries": 1}
+        processors = [
+            ("trustgraph_flow.storage.traces.service:TraceAdminService", store, 1),
+            ("trustgraph_flow.query.vectors.service:GraphEmbeddingsQuery", store, 4),
+            ("trustgraph_flow.query.vectors.service:DocumentEmbeddingsQuery", store, 4),
+            ("trustgraph_flow.model.services:EmbeddingsService", {}, 2),
+            ("trustgraph_flow.model.services:PromptService", {"llm": "openai"}, 8),
+            ("trustgraph_flow.model.services:TextCompletionService", llm, 8),
+        ]
+        ready = ["trace-admin", "graph-embeddings-query", "document-embeddings-query", "embeddings", "prompt",
+                 "text-completion"]
+        if triples_query:
+            processors.insert(0, ("trustgraph_flow.query.triples.service:TriplesQueryService", store, 4))
+            ready.insert(0, "triples-query")
+        return self._group("core", processors, ready)
+
+    def _graph_rag(self, name: str = "graph-rag") -> ServiceProcess:
+        """graph-rag alone in a group process (its per-client timeouts have no command-line option)."""
+        return self._group(name, [
+            ("trustgraph_flow.retrieval.graph_rag.service:GraphRagService",
+             {"client_timeouts": GRAPH_RAG_TIMEOUTS}, 4),
+        ], ["graph-rag"])
+
+    def build(self) -> None:
         self.services = {
-            "core": self._group("core", [
-                ("trustgraph_flow.query.triples.service:TriplesQueryService", store, 4),
-                ("trustgraph_flow.storage.traces.service:TraceAdminService", store, 1),
-                ("trustgraph_flow.query.vectors.service:GraphEmbeddingsQuery", store, 4),
-                ("trustgraph_flow.query.vectors.service:DocumentEmbeddingsQuery", store, 4),
-                ("trustgraph_flow.model.services:EmbeddingsService", {}, 2),
-                ("trustgraph_flow.model.services:PromptService", {"llm": "openai"}, 8),
-                ("trustgraph_flow.model.services:TextCompletionService", llm, 8),
-            ], ["triples-query", "trace-admin", "graph-embeddings-query", "document-embeddings-query", "embeddings",
-                "prompt", "text-completion"]),
-            "graph-rag": self._group("graph-rag", [
-                ("trustgraph_flow.retrieval.graph_rag.service:GraphRagService",
-                 {"client_timeouts": GRAPH_RAG_TIMEOUTS}, 4),
-            ], ["graph-rag"]),
+            "core": self._core(),
+            "graph-rag": self._graph_rag(),
             "triples-write": self._single("triples-write"),
             "librarian": self._single("librarian"),
             # one process each: both are prompt clients (one client of a service per process, docs/deployment.md)
@@ -306,6 +320,20 @@ class FaultStack:
         from trustgraph_base.store.triples import open_triples_store
 
         return open_triples_store("cassandra", config=self.cassandra_config())
+
+
+@contextmanager
+def serving(stack: FaultStack) -> Iterator[FaultStack]:
+    """``stack`` with the sample corpus loaded and its services started; at the end the services and the LLM
+    stopped, and a failure if a service had died."""
+    try:
+        asyncio.run(stack.ingest_sample_corpus())
+        stack.start()
+        yield stack
+    finally:
+        problems = stack.stop()
+        stack.llm.stop()
+    assert not problems, "services died during the tests:\n" + "\n".join(problems)
 
 
 def start_llm(latency_ms: float = 0.0):

@@ -181,6 +181,20 @@ def agent_script(steps: list[str], graph_answer: str = "Marie Curie and Pierre C
     return script
 
 
+async def ask_agent(deployment, settings, question: str, sid: str):
+    """Ask the agent ``question`` in session ``sid`` on a query stack of its own: the streamed messages, the
+    stored trace and the trace's documents."""
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question=question, user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid))
+        stored = await stored_trace(stack, deployment, f"urn:trustgraph:agent:{sid}")
+        docs = trace_documents(stack, deployment, stored)
+    finally:
+        await stack.stop()
+    return msgs, stored, docs
+
+
 async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server, llm_settings):
     llm_server.set_script(agent_script([
         'Thought: I should ask the knowledge graph.\nAction: knowledge-query\n'
@@ -261,16 +275,10 @@ async def test_agent_max_iterations_tool_error_and_parse_failure(deployment, llm
         'Thought: graph\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}',
     ]))
     sid = f"test-{uuid.uuid4().hex[:8]}"
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(
-        llm_server, **{"agent-manager-react": {"max_iterations": 3}}))
-    try:
-        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
-                                                         collection=deployment.collection, session_id=sid))
-        root = f"urn:trustgraph:agent:{sid}"
-        stored = await stored_trace(stack, deployment, root)
-        docs = trace_documents(stack, deployment, stored)
-    finally:
-        await stack.stop()
+    msgs, stored, docs = await ask_agent(
+        deployment, llm_settings(llm_server, **{"agent-manager-react": {"max_iterations": 3}}),
+        "Who discovered polonium?", sid)
+    root = f"urn:trustgraph:agent:{sid}"
     by = by_subject(stored)
     assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]
     assert ns.TG_THOUGHT not in by[f"{root}/i1"]  # the model gave no thought: none is recorded
@@ -486,14 +494,7 @@ async def test_agent_tool_with_an_empty_answer_is_a_tool_error(deployment, llm_s
         "Thought: the graph said nothing\nFinal Answer: I could not find out."], graph_answer="  "))
     sid = f"tool-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
-    try:
-        msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium?", user=deployment.user,
-                                                         collection=deployment.collection, session_id=sid))
-        stored = await stored_trace(stack, deployment, root)
-        docs = trace_documents(stack, deployment, stored)
-    finally:
-        await stack.stop()
+    msgs, stored, docs = await ask_agent(deployment, llm_settings(llm_server), "Who discovered polonium?", sid)
     assert msgs[-1].end_of_dialog and msgs[-1].error is None
     by = by_subject(stored)
     observation = text_of(by, docs, f"{root}/i1/observation")
@@ -508,14 +509,7 @@ async def test_agent_empty_final_answer_is_feedback_never_an_answer(deployment, 
     llm_server.set_script(agent_script(["Thought: done\nFinal Answer:   \n", "Thought: done\nFinal Answer: 42"]))
     sid = f"blank-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
-    try:
-        msgs = await stream(stack, "agent", AgentRequest(question="What is six times seven?", user=deployment.user,
-                                                         collection=deployment.collection, session_id=sid))
-        stored = await stored_trace(stack, deployment, root)
-        docs = trace_documents(stack, deployment, stored)
-    finally:
-        await stack.stop()
+    msgs, stored, docs = await ask_agent(deployment, llm_settings(llm_server), "What is six times seven?", sid)
     assert [m.content for m in msgs if m.message_type == "answer" and m.content] == ["42"]
     by = by_subject(stored)
     assert by[f"{root}/i1"][ns.TG_ACTION] == ["parse-error"]

@@ -42,6 +42,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..codec import CodecError, decode, encode
 from ..schema.library import ANSWER, CHUNK, DOCUMENT_TYPES, PAGE, SOURCE, DocumentMetadata
 from .errors import InvalidQuery, NotFound, StoreError, StoreUnavailable
+from .names import check_names
 from .registry import LIBRARIAN_STORES
 
 __all__ = [
@@ -317,3 +318,47 @@ def metadata_from_json(data: bytes | str) -> DocumentMetadata:
         return decode(DocumentMetadata, data)
     except CodecError as e:
         raise StoreError(f"stored document metadata is unreadable: {e}") from None
+
+
+def not_found(document_id: str, user: str, collection: str, what: str = "document") -> NotFound:
+    """The :class:`NotFound` of a document (or ``what``) missing from ``user``'s ``collection``."""
+    return NotFound(f"{what} {document_id[:200]!r} not found in collection {collection!r} of user {user!r}")
+
+
+class LibrarianStoreBase:
+    """The adds of :class:`LibrarianStore`: names and metadata checked and prepared first, then the backend's
+    :meth:`_add`, which every backend implements."""
+
+    def add_document(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
+        """Store a top-level ``source`` or ``answer`` document; idempotent for identical content.
+
+        :param user: owner of the document.
+        :param collection: the user's collection it belongs to.
+        :param meta: metadata; ``id`` is required.
+        :param content: the bytes, stored in parts of ``part_size``.
+        :returns: the stored metadata (with ``size``, ``sha256`` and ``time`` set).
+        :raises DocumentExists: the id exists in this collection with other content.
+        """
+        check_names(user, collection)
+        prepared = prepare_metadata(meta, content, "", TOP_LEVEL_TYPES)
+        return self._add(user, collection, prepared, bytes(content))
+
+    def add_child(self, user: str, collection: str, parent_id: str, meta: DocumentMetadata,
+                  content: bytes) -> DocumentMetadata:
+        """Store a ``page``, ``chunk`` or ``answer`` child of an existing document of the same collection.
+
+        :param user: owner of the document.
+        :param collection: the collection of the parent (and so of the child).
+        :param parent_id: id of the parent document.
+        :param meta: metadata of the child; ``id`` is required.
+        :param content: the child's bytes.
+        :raises NotFound: the parent does not exist in this collection.
+        :raises DocumentExists: the id exists with other content or another parent.
+        """
+        check_names(user, collection)
+        prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
+        return self._add(user, collection, prepared, bytes(content))
+
+    def _add(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
+        """Store checked names and :func:`prepare_metadata`'s ``meta`` with its ``content``."""
+        raise NotImplementedError

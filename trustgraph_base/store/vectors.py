@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InvalidQuery, NotFound, StoreError, StoreUnavailable
+from .names import check_names
 from .registry import VECTOR_INDEXES
 
 __all__ = [
@@ -237,3 +238,46 @@ def require_model(kind: str, user: str, collection: str, stored_model: str, stor
             f"{stored_model!r} ({stored_dimension} dimensions); this request uses {model_id!r} ({dimension} "
             f"dimensions). Vectors of different models cannot be mixed: use the same model, or delete the "
             f"collection's vectors to rebuild it with the new one.")
+
+
+class VectorIndexBase:
+    """The writes and searches of :class:`VectorIndex`: names, model id, vectors and limit checked (and the
+    vectors normalised) first, then the backend's :meth:`_upsert` or :meth:`_search`."""
+
+    def upsert(self, user: str, collection: str, model_id: str, items: Sequence[VectorItem]) -> int:
+        """Insert or replace vectors by id, recording the model on the first write.
+
+        :param user: owner.
+        :param collection: collection of the index.
+        :param model_id: embedding model the vectors come from.
+        :param items: vectors to write (a repeated id: the last one wins).
+        :returns: the number of distinct ids written.
+        :raises ModelMismatch: the index was built with another model id or dimension.
+        """
+        check_names(user, collection)
+        check_model_id(model_id)
+        chosen, vectors = prepare_items(items)
+        if not chosen:
+            return 0
+        return self._upsert(user, collection, model_id, chosen, vectors)
+
+    def _upsert(self, user: str, collection: str, model_id: str, chosen: list[VectorItem],
+                vectors: np.ndarray) -> int:
+        """Write the checked ``chosen`` items with their normalised ``vectors`` (one row each, in order)."""
+        raise NotImplementedError
+
+    def search(self, user: str, collection: str, model_id: str, vector: Sequence[float],
+               limit: int = 10) -> list[VectorHit]:
+        """The ``limit`` nearest vectors by cosine similarity, best first (``[]`` when nothing was written).
+
+        :raises ModelMismatch: the index was built with another model id or dimension.
+        """
+        check_names(user, collection)
+        check_model_id(model_id)
+        check_limit(limit)
+        query = normalise(vector, "query vector")
+        return self._search(user, collection, model_id, query, limit)
+
+    def _search(self, user: str, collection: str, model_id: str, query: np.ndarray, limit: int) -> list[VectorHit]:
+        """The ``limit`` nearest vectors to the normalised ``query``, best first."""
+        raise NotImplementedError

@@ -34,10 +34,9 @@ from typing import Any, Literal, overload
 from ...schema.library import DOCUMENT_TYPES, SOURCE, DocumentMetadata
 from ..errors import InvalidQuery, NotFound, StoreUnavailable
 from ..librarian import (
-    CHILD_TYPES,
     DEFAULT_PART_SIZE,
-    TOP_LEVEL_TYPES,
     DocumentExists,
+    LibrarianStoreBase,
     check_chunk_size,
     check_document_id,
     check_document_type,
@@ -46,7 +45,7 @@ from ..librarian import (
     exists_message,
     metadata_from_json,
     metadata_to_json,
-    prepare_metadata,
+    not_found,
     rechunk,
     same_document,
     split_parts,
@@ -85,10 +84,6 @@ _TABLES = (
         collection text, parent_id text, id text, PRIMARY KEY ((collection, parent_id), id))""",
 )
 _TABLE_NAMES = frozenset(ddl.split("{ks}.")[1].split(" ")[0] for ddl in _TABLES)
-
-
-def _not_found(document_id: str, user: str, collection: str, what: str = "document") -> NotFound:
-    return NotFound(f"{what} {document_id[:200]!r} not found in collection {collection!r} of user {user!r}")
 
 
 class _Keyspace:
@@ -143,7 +138,7 @@ class _Stored:
         self.part_size = row.part_size
 
 
-class CassandraLibrarianStore:
+class CassandraLibrarianStore(LibrarianStoreBase):
     """Librarian store on Cassandra; one keyspace per user, the collection in every partition key.
 
     :param config: where Cassandra is (default: from the environment).
@@ -229,13 +224,13 @@ class CassandraLibrarianStore:
         """The user's keyspace, which must exist: it holds ``document_id`` (:class:`NotFound` otherwise)."""
         ks = self._ks(user, create=False)
         if ks is None:
-            raise _not_found(document_id, user, collection)
+            raise not_found(document_id, user, collection)
         return ks
 
     def _require(self, ks: _Keyspace | None, user: str, collection: str, document_id: str) -> _Stored:
         stored = self._stored(ks, collection, document_id) if ks is not None else None
         if stored is None:
-            raise _not_found(document_id, user, collection)
+            raise not_found(document_id, user, collection)
         return stored
 
     def _fetch_many(self, ks: _Keyspace, collection: str, ids: list[str]) -> list[_Stored | None]:
@@ -244,36 +239,6 @@ class CassandraLibrarianStore:
         return [_Stored(r.one()) if r.one() is not None else None for r in rows]
 
     # ------------------------------------------------------------------ writes
-
-    def add_document(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
-        """Store a top-level ``source`` or ``answer`` document; idempotent for identical content.
-
-        :param user: owner of the document.
-        :param collection: the user's collection it belongs to.
-        :param meta: metadata; ``id`` is required.
-        :param content: the bytes, stored in parts of ``part_size``.
-        :returns: the stored metadata (with ``size``, ``sha256`` and ``time`` set).
-        :raises DocumentExists: the id exists in this collection with other content.
-        """
-        check_names(user, collection)
-        prepared = prepare_metadata(meta, content, "", TOP_LEVEL_TYPES)
-        return self._add(user, collection, prepared, bytes(content))
-
-    def add_child(self, user: str, collection: str, parent_id: str, meta: DocumentMetadata,
-                  content: bytes) -> DocumentMetadata:
-        """Store a ``page``, ``chunk`` or ``answer`` child of an existing document of the same collection.
-
-        :param user: owner of the document.
-        :param collection: the collection of the parent (and so of the child).
-        :param parent_id: id of the parent document.
-        :param meta: metadata of the child; ``id`` is required.
-        :param content: the child's bytes.
-        :raises NotFound: the parent does not exist in this collection.
-        :raises DocumentExists: the id exists with other content or another parent.
-        """
-        check_names(user, collection)
-        prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
-        return self._add(user, collection, prepared, bytes(content))
 
     @staticmethod
     def _index_statements(ks: _Keyspace, collection: str, meta: DocumentMetadata) -> list[_Call]:
@@ -316,7 +281,7 @@ class CassandraLibrarianStore:
                     self._session.execute(ks.delete_object, (collection, object_id))
                     if existing is not None:
                         return self._readd(ks, collection, existing.meta, meta)
-                    raise _not_found(meta.parent_id, user, collection, "parent document")
+                    raise not_found(meta.parent_id, user, collection, "parent document")
                 self._run([(ks.insert_part, (collection, object_id, i // PARTS_PER_BUCKET, i, part))
                            for i, part in enumerate(parts)] + self._index_statements(ks, collection, meta))
                 insert = ks.insert_doc.bind((collection, meta.id, meta.parent_id, meta.document_type, meta.time,

@@ -29,18 +29,17 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import StoreUnavailable
 from ..names import check_names, storage_name
 from ..vectors import (
     IndexInfo,
     VectorHit,
+    VectorIndexBase,
     VectorItem,
     check_item_id,
     check_kind,
-    check_limit,
-    check_model_id,
-    normalise,
-    prepare_items,
     require_model,
 )
 from .connection import CassandraConfig, Session, cassandra_errors, connect, ensure_keyspace
@@ -122,7 +121,7 @@ class _Keyspace:
         self.get_info.is_idempotent = True
 
 
-class CassandraVectorIndex:
+class CassandraVectorIndex(VectorIndexBase):
     """Vector index of one kind on Cassandra 5 SAI; one keyspace per user.
 
     :param kind: ``"graph"`` or ``"document"``.
@@ -257,21 +256,8 @@ class CassandraVectorIndex:
 
     # ------------------------------------------------------------------ writes
 
-    def upsert(self, user: str, collection: str, model_id: str, items: Sequence[VectorItem]) -> int:
-        """Insert or replace vectors by id, recording the model on the first write.
-
-        :param user: owner.
-        :param collection: collection of the index.
-        :param model_id: embedding model the vectors come from.
-        :param items: vectors to write (a repeated id: the last one wins).
-        :returns: the number of distinct ids written.
-        :raises ModelMismatch: the index was built with another model id or dimension.
-        """
-        check_names(user, collection)
-        check_model_id(model_id)
-        chosen, vectors = prepare_items(items)
-        if not chosen:
-            return 0
+    def _upsert(self, user: str, collection: str, model_id: str, chosen: list[VectorItem],
+                vectors: np.ndarray) -> int:
         dimension = int(vectors.shape[1])
         ks = self._ks(user)
         what = f"vector upsert for user {user!r}, collection {collection!r}"
@@ -379,16 +365,7 @@ class CassandraVectorIndex:
 
     # ------------------------------------------------------------------ reads
 
-    def search(self, user: str, collection: str, model_id: str, vector: Sequence[float],
-               limit: int = 10) -> list[VectorHit]:
-        """The ``limit`` nearest vectors by cosine similarity, best first (``[]`` when nothing was written).
-
-        :raises ModelMismatch: the index was built with another model id or dimension.
-        """
-        check_names(user, collection)
-        check_model_id(model_id)
-        check_limit(limit)
-        query = normalise(vector, "query vector")
+    def _search(self, user: str, collection: str, model_id: str, query: np.ndarray, limit: int) -> list[VectorHit]:
         ks = self._ks(user)
         with cassandra_errors(f"vector search for user {user!r}, collection {collection!r}"):
             info = self._info(ks, collection, fresh=False)

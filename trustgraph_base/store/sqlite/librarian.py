@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from ...schema.library import SOURCE, DocumentMetadata
-from ..errors import InvalidQuery, NotFound, StoreUnavailable
+from ..errors import InvalidQuery, StoreUnavailable
 from ..librarian import (
-    CHILD_TYPES,
     DEFAULT_PART_SIZE,
-    TOP_LEVEL_TYPES,
     ContentCorrupt,
     DocumentExists,
+    LibrarianStoreBase,
     check_chunk_size,
     check_document_id,
     check_document_type,
@@ -34,7 +33,7 @@ from ..librarian import (
     exists_message,
     metadata_from_json,
     metadata_to_json,
-    prepare_metadata,
+    not_found,
     rechunk,
     same_document,
     sha256_hex,
@@ -88,11 +87,7 @@ class _UserDb:
             self.conn.close()
 
 
-def _not_found(document_id: str, user: str, collection: str, what: str = "document") -> NotFound:
-    return NotFound(f"{what} {document_id[:200]!r} not found in collection {collection!r} of user {user!r}")
-
-
-class SqliteLibrarianStore:
+class SqliteLibrarianStore(LibrarianStoreBase):
     """Librarian store on SQLite files under ``home/librarian/`` (``$TG_HOME`` by default).
 
     :param home: data directory (default :func:`~trustgraph_base.store.names.tg_home`).
@@ -146,36 +141,6 @@ class SqliteLibrarianStore:
 
     # ------------------------------------------------------------------ writes
 
-    def add_document(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
-        """Store a top-level ``source`` or ``answer`` document; idempotent for identical content.
-
-        :param user: owner of the document.
-        :param collection: the user's collection it belongs to.
-        :param meta: metadata; ``id`` is required.
-        :param content: the bytes, stored in parts of ``part_size``.
-        :returns: the stored metadata (with ``size``, ``sha256`` and ``time`` set).
-        :raises DocumentExists: the id exists in this collection with other content.
-        """
-        check_names(user, collection)
-        prepared = prepare_metadata(meta, content, "", TOP_LEVEL_TYPES)
-        return self._add(user, collection, prepared, bytes(content))
-
-    def add_child(self, user: str, collection: str, parent_id: str, meta: DocumentMetadata,
-                  content: bytes) -> DocumentMetadata:
-        """Store a ``page``, ``chunk`` or ``answer`` child of an existing document of the same collection.
-
-        :param user: owner of the document.
-        :param collection: the collection of the parent (and so of the child).
-        :param parent_id: id of the parent document.
-        :param meta: metadata of the child; ``id`` is required.
-        :param content: the child's bytes.
-        :raises NotFound: the parent does not exist in this collection.
-        :raises DocumentExists: the id exists with other content or another parent.
-        """
-        check_names(user, collection)
-        prepared = prepare_metadata(meta, content, parent_id, CHILD_TYPES)
-        return self._add(user, collection, prepared, bytes(content))
-
     def _add(self, user: str, collection: str, meta: DocumentMetadata, content: bytes) -> DocumentMetadata:
         db = self._db(user, create=True)
         parts = split_parts(content, self.part_size)
@@ -197,7 +162,7 @@ class SqliteLibrarianStore:
                             "SELECT 1 FROM library_documents WHERE collection = ? AND id = ?",
                             (collection, meta.parent_id)).fetchone() is None:
                         conn.execute("ROLLBACK")
-                        raise _not_found(meta.parent_id, user, collection, "parent document")
+                        raise not_found(meta.parent_id, user, collection, "parent document")
                     conn.executemany("INSERT INTO library_parts (collection, document_id, part, data) "
                                      "VALUES (?, ?, ?, ?)",
                                      ((collection, meta.id, i, part) for i, part in enumerate(parts)))
@@ -232,7 +197,7 @@ class SqliteLibrarianStore:
         check_document_id(document_id)
         db = self._db(user, create=False)
         if db is None:
-            raise _not_found(document_id, user, collection)
+            raise not_found(document_id, user, collection)
         with db.lock:
             conn = db.conn
             try:
@@ -246,7 +211,7 @@ class SqliteLibrarianStore:
                         "SELECT id FROM tree", (collection, document_id))]
                     if not ids:
                         conn.execute("ROLLBACK")
-                        raise _not_found(document_id, user, collection)
+                        raise not_found(document_id, user, collection)
                     if len(ids) > 1 and not include_children:
                         conn.execute("ROLLBACK")
                         raise InvalidQuery(f"document {document_id[:200]!r} has {len(ids) - 1} descendant(s); "
@@ -299,19 +264,19 @@ class SqliteLibrarianStore:
 
     def _row(self, db: _UserDb | None, user: str, collection: str, document_id: str) -> tuple[DocumentMetadata, int]:
         if db is None:
-            raise _not_found(document_id, user, collection)
+            raise not_found(document_id, user, collection)
         with db.lock:
             row = self._query(db, "SELECT metadata, n_parts FROM library_documents WHERE collection = ? AND id = ?",
                               (collection, document_id)).fetchone()
         if row is None:
-            raise _not_found(document_id, user, collection)
+            raise not_found(document_id, user, collection)
         return metadata_from_json(row[0]), row[1]
 
     def _document_db(self, user: str, collection: str, document_id: str) -> _UserDb:
         """The user's database, which must exist: it holds ``document_id`` (:class:`NotFound` otherwise)."""
         db = self._db(user, create=False)
         if db is None:
-            raise _not_found(document_id, user, collection)
+            raise not_found(document_id, user, collection)
         return db
 
     @staticmethod

@@ -39,13 +39,10 @@ from ..names import check_names, tg_home, user_file
 from ..vectors import (
     IndexInfo,
     VectorHit,
+    VectorIndexBase,
     VectorItem,
     check_item_id,
     check_kind,
-    check_limit,
-    check_model_id,
-    normalise,
-    prepare_items,
     require_model,
 )
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
@@ -145,7 +142,7 @@ class _UserDb:
             self.conn.close()
 
 
-class SqliteVectorIndex:
+class SqliteVectorIndex(VectorIndexBase):
     """Vector index of one kind on SQLite files under ``home/vectors/`` (``$TG_HOME`` by default).
 
     :param kind: ``"graph"`` or ``"document"``.
@@ -287,21 +284,8 @@ class SqliteVectorIndex:
 
     # ------------------------------------------------------------------ writes
 
-    def upsert(self, user: str, collection: str, model_id: str, items: Sequence[VectorItem]) -> int:
-        """Insert or replace vectors by id, recording the model on the first write.
-
-        :param user: owner.
-        :param collection: collection of the index.
-        :param model_id: embedding model the vectors come from.
-        :param items: vectors to write (a repeated id: the last one wins).
-        :returns: the number of distinct ids written.
-        :raises ModelMismatch: the index was built with another model id or dimension.
-        """
-        check_names(user, collection)
-        check_model_id(model_id)
-        chosen, vectors = prepare_items(items)
-        if not chosen:
-            return 0
+    def _upsert(self, user: str, collection: str, model_id: str, chosen: list[VectorItem],
+                vectors: np.ndarray) -> int:
         dimension = vectors.shape[1]
         db = self._db(user, create=True)
         with _graph_lock(self._key(db, collection)):
@@ -454,16 +438,7 @@ class SqliteVectorIndex:
                     (self.kind, collection, *part)).fetchall())
         return found
 
-    def search(self, user: str, collection: str, model_id: str, vector: Sequence[float],
-               limit: int = 10) -> list[VectorHit]:
-        """The ``limit`` nearest vectors by cosine similarity, best first (``[]`` when nothing was written).
-
-        :raises ModelMismatch: the index was built with another model id or dimension.
-        """
-        check_names(user, collection)
-        check_model_id(model_id)
-        check_limit(limit)
-        query = normalise(vector, "query vector")
+    def _search(self, user: str, collection: str, model_id: str, query: np.ndarray, limit: int) -> list[VectorHit]:
         db = self._db(user, create=False)
         if db is None:
             return []
