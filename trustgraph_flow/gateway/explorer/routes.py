@@ -1,0 +1,314 @@
+"""The explorer's pages: the trace list, a trace's view, its exports and the documents its sources name.
+
+Every page is rendered on the server (Jinja2 with autoescaping, so a question, an answer or a
+label is always text, never markup) and needs no script.  Access follows the gateway's rules
+(:mod:`..auth`): with tokens, a browser signs in once (``/explorer/login`` sets an HttpOnly cookie
+holding the token) or sends ``Authorization: Bearer``; the token's user is the only user whose
+traces, documents and exports a page reads, and naming another user is refused (403).  In open mode
+(loopback only) ``?user=`` picks the user, as the workspace does for TrustGraph's clients.
+Traces are read with :func:`trustgraph_base.provenance.trace_reading.read_trace`, as
+``tg-show-explain-trace`` reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import orjson
+from aiohttp import web
+
+from trustgraph_base.processor import RequestResponseClient, RequestTimeout, ServiceError, raise_on_error
+from trustgraph_base.provenance.trace_model import TYPE_NAMES
+from trustgraph_base.provenance.trace_reading import read_trace, trace_documents_text, trace_statuses
+from trustgraph_base.provenance.uris import check_question_uri, parse_trace_uri
+from trustgraph_base.pubsub import BackendError
+from trustgraph_base.schema import LibrarianRequest, TraceListRequest
+from trustgraph_base.store.names import InvalidName, check_collection
+
+from ..auth import AccessDenied, Auth, bearer_token
+from ..wire import GatewayRequestError
+from .layout import draw_edges
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+#: The cookie a signed-in browser sends its token in (HttpOnly, SameSite=Strict, this path only).
+TOKEN_COOKIE = "tg_explorer_token"
+#: Traces a list page shows, by default and at most.
+PAGE_SIZE, MAX_PAGE_SIZE = 50, 500
+#: Chunk texts fetched for one trace page (a chunk's text is shown under the edge it supports).
+MAX_CHUNK_TEXTS = 200
+EXPORTS = {"trig": ("application/trig", "trig"), "turtle": ("text/turtle", "ttl"),
+           "json": ("application/json", "json")}
+#: Every page: no script, no frames, nothing from elsewhere.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+}
+_TYPE_FILTERS = ("", "graphrag", "docrag", "agent")
+#: The pages' icon: three linked nodes.
+ICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><path d="M3 12 8 4 13 12z" fill="none" '
+        b'stroke="#1f5fa8" stroke-width="1.5"/><circle cx="3" cy="12" r="2.2"/><circle cx="8" cy="4" r="2.2"/>'
+        b'<circle cx="13" cy="12" r="2.2"/></svg>')
+
+
+class PageError(Exception):
+    """A page that cannot be shown: its HTTP status, a title and a one-line reason."""
+
+    def __init__(self, status: int, title: str, message: str):
+        super().__init__(message)
+        self.status, self.title, self.message = status, title, message
+
+
+class _Services:
+    """The gateway's clients as the trace reader's :class:`~trustgraph_base.provenance.trace_reading.Services`."""
+
+    def __init__(self, client: Callable[[str], RequestResponseClient]):
+        self._client = client
+
+    async def request(self, service: str, request: Any) -> Any:
+        return raise_on_error(service, await self._client(service).request(request))
+
+    async def client(self, service: str) -> RequestResponseClient:
+        return self._client(service)
+
+
+class Scope:
+    """Whose traces a page shows (user, collection) and the links that keep to them."""
+
+    def __init__(self, user: str, collection: str, named_user: str | None):
+        self.user, self.collection = user, collection
+        self.keep: dict[str, str] = {}
+        if named_user:
+            self.keep["user"] = user
+        if collection != "default":
+            self.keep["collection"] = collection
+
+    def href(self, path: str, **params: str | None) -> str:
+        query = {**self.keep, **{k: v for k, v in params.items() if v}}
+        return path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+    def trace(self, uri: str) -> str:
+        return self.href("/explorer/trace", uri=uri)
+
+
+class Explorer:
+    """The explorer's routes for one gateway: ``client`` gives the started client of a service by name."""
+
+    def __init__(self, client: Callable[[str], RequestResponseClient], auth: Auth):
+        self.services = _Services(client)
+        self.auth = auth
+        self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE), autoescape=True,
+                                            undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.css = (HERE / "explorer.css").read_bytes()
+
+    # ------------------------------------------------------------------ pages
+
+    def _page(self, template: str, status: int = 200, **context: Any) -> web.Response:
+        body = self.templates.get_template(template).render(type_names=TYPE_NAMES, **context)
+        return web.Response(text=body, status=status, content_type="text/html", charset="utf-8",
+                            headers=SECURITY_HEADERS)
+
+    def _guarded(self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """``handler`` with every failure turned into an error page with its status."""
+
+        async def run(request: web.Request) -> web.StreamResponse:
+            try:
+                return await handler(request)
+            except PageError as e:
+                if e.status == 401 and "text/html" in request.headers.get("Accept", ""):
+                    # a browser is sent to the sign-in form, and back here after it
+                    query = urllib.parse.urlencode({"next": request.path_qs})
+                    raise web.HTTPSeeOther(f"/explorer/login?{query}", headers=SECURITY_HEADERS) from None
+                if e.status == 401:
+                    return self._page("login.html", 401, message=e.message, next=request.path_qs)
+                return self._page("error.html", e.status, title=e.title, message=e.message)
+            except ServiceError as e:
+                return self._page("error.html", 502, title="A service failed",
+                                  message=f"{e.service}: {e.message}")
+            except RequestTimeout as e:
+                return self._page("error.html", 504, title="No answer in time", message=str(e))
+            except BackendError as e:
+                log.warning("explorer: bus failure: %s", e)
+                return self._page("error.html", 503, title="The message bus failed", message=str(e))
+
+        return run
+
+    def _scope(self, request: web.Request) -> Scope:
+        """The user and collection a request may read (see the module docstring), or a :class:`PageError`."""
+        token = bearer_token(request.headers.get("Authorization")) or request.cookies.get(TOKEN_COOKIE)
+        try:
+            principal = self.auth.principal(token)
+        except AccessDenied as e:
+            raise PageError(401, "Sign in", "a token is required" if not token else "that token is not known") from e
+        named = request.query.get("user") or None
+        try:
+            user = self.auth.user_for(principal, named)
+        except AccessDenied as e:
+            raise PageError(403, "Not allowed", str(e)) from e
+        except GatewayRequestError as e:
+            raise PageError(400, "Bad user", e.message) from e
+        try:
+            collection = check_collection(request.query.get("collection") or "default")
+        except InvalidName as e:
+            raise PageError(400, "Bad collection", str(e)) from e
+        return Scope(user, collection, named)
+
+    def _question(self, request: web.Request) -> str:
+        uri = request.query.get("uri", "")
+        try:
+            check_question_uri(uri)
+        except ValueError as e:
+            raise PageError(400, "Not a trace", f"not a trace URI: {uri[:200]!r} (expected urn:trustgraph:question:"
+                                                f"<uuid>, urn:trustgraph:docrag:<uuid> or "
+                                                f"urn:trustgraph:agent:<session id>)") from e
+        return uri
+
+    async def trace_list(self, request: web.Request) -> web.StreamResponse:
+        scope = self._scope(request)
+        kind = request.query.get("type", "")
+        if kind not in _TYPE_FILTERS:
+            raise PageError(400, "Bad filter", f"type must be one of graphrag, docrag, agent, not {kind[:40]!r}")
+        try:
+            limit = int(request.query.get("limit") or PAGE_SIZE)
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise PageError(400, "Bad limit", f"limit must be a number from 1 to {MAX_PAGE_SIZE}")
+        cursor = request.query.get("cursor", "")
+        page = await self.services.request("trace-list", TraceListRequest(
+            user=scope.user, collection=scope.collection, type=kind, limit=limit, cursor=cursor))
+        status = await trace_statuses(self.services, scope.user, scope.collection, [t.uri for t in page.traces])
+        rows = [{"uri": t.uri, "href": scope.trace(t.uri), "type": t.type, "question": t.question, "time": t.time,
+                 "status": status.get(t.uri, "incomplete"),
+                 "parent_href": scope.trace(_root_question(t.parent)) if t.parent else None}
+                for t in page.traces]
+        return self._page("list.html", scope=scope, rows=rows, kind=kind, filters=_TYPE_FILTERS,
+                          next_href=scope.href("/explorer", type=kind, cursor=page.next_cursor,
+                                               limit=str(limit) if limit != PAGE_SIZE else None)
+                          if page.next_cursor else None,
+                          first_href=scope.href("/explorer", type=kind) if cursor else None)
+
+    async def trace_view(self, request: web.Request) -> web.StreamResponse:
+        scope = self._scope(request)
+        uri = self._question(request)
+        read = await read_trace(self.services, scope.user, scope.collection, uri)
+        if read is None:
+            raise PageError(404, "No such trace", f"no trace {uri} in collection {scope.collection} "
+                                                  f"of user {scope.user}")
+        trace = read.trace
+        edges = (trace.get("focus") or {}).get("selected_edges", [])
+        chains = [c for e in edges for c in e.get("sources", [])]
+        chains += [c["chain"] for c in (trace.get("exploration") or {}).get("chunks", []) or []]
+        chunk_ids = list(dict.fromkeys(link["uri"] for chain in chains for link in chain
+                                       if link.get("type") == "chunk"))[:MAX_CHUNK_TEXTS]
+        chunk_texts = await trace_documents_text(self.services, scope.user, scope.collection, chunk_ids)
+        parent = trace.get("parent")
+        return self._page("trace.html", scope=scope, trace=trace, edges=edges, drawing=draw_edges(edges),
+                          chunk_texts=chunk_texts,
+                          parent_href=scope.trace(_root_question(parent)) if parent else None,
+                          permalink=scope.trace(uri),
+                          exports={f: scope.href("/explorer/export", uri=uri, format=f) for f in EXPORTS},
+                          document_href=lambda doc: scope.href("/explorer/document", id=doc))
+
+    async def export(self, request: web.Request) -> web.StreamResponse:
+        scope = self._scope(request)
+        uri = self._question(request)
+        fmt = request.query.get("format", "")
+        if fmt not in EXPORTS:
+            raise PageError(400, "Bad format", f"format must be one of {', '.join(EXPORTS)}")
+        read = await read_trace(self.services, scope.user, scope.collection, uri, sources=fmt == "json")
+        if read is None:
+            raise PageError(404, "No such trace", f"no trace {uri} in collection {scope.collection} "
+                                                  f"of user {scope.user}")
+        if fmt == "json":
+            body = orjson.dumps(read.trace, option=orjson.OPT_INDENT_2)
+        else:
+            from trustgraph_base.rdf.export import serialize
+
+            body = serialize(read.triples, fmt, drop_graphs=fmt == "turtle").encode()
+        kind, ext = EXPORTS[fmt]
+        parsed = parse_trace_uri(uri)
+        name = parsed.session if parsed is not None else "trace"
+        return web.Response(body=body, content_type=kind, charset="utf-8", headers={
+            **SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="trace-{_safe(name)}.{ext}"'})
+
+    async def document(self, request: web.Request) -> web.StreamResponse:
+        """A source document of the user's collection, as stored (the document link of a source chain)."""
+        scope = self._scope(request)
+        uri = request.query.get("id", "")
+        candidates = [uri]
+        if uri.startswith("urn:document:"):
+            candidates.insert(0, urllib.parse.unquote(uri[len("urn:document:"):]))
+        client = await self.services.client("librarian")
+        for doc in candidates:
+            if not doc:
+                continue
+            meta = await client.request(LibrarianRequest(operation="get-document-metadata", user=scope.user,
+                                                         collection=scope.collection, document_id=doc))
+            if meta.error is not None or meta.document_metadata is None:
+                continue
+            content = raise_on_error("librarian", await client.request(LibrarianRequest(
+                operation="get-document-content", user=scope.user, collection=scope.collection, document_id=doc)))
+            m = meta.document_metadata
+            ext = {"application/pdf": ".pdf", "text/html": ".html", "text/markdown": ".md"}.get(m.kind, ".txt")
+            return web.Response(body=content.content, headers={
+                **SECURITY_HEADERS, "Content-Type": m.kind if "/" in m.kind else "application/octet-stream",
+                "Content-Disposition": f'attachment; filename="{_safe(m.title or "document")}{ext}"'})
+        raise PageError(404, "No such document", f"no document {uri[:200]} in collection {scope.collection} "
+                                                 f"of user {scope.user}")
+
+    async def login_form(self, request: web.Request) -> web.StreamResponse:
+        return self._page("login.html", message="", next=_local(request.query.get("next", "/explorer")))
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        token, target = str(form.get("token", "")), _local(str(form.get("next", "/explorer")))
+        try:
+            self.auth.principal(token)
+        except AccessDenied:
+            return self._page("login.html", 401, message="that token is not known", next=target)
+        response = web.HTTPSeeOther(target, headers=SECURITY_HEADERS)
+        if self.auth.required:
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", path="/explorer")
+        raise response
+
+    async def stylesheet(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=self.css, content_type="text/css",
+                            headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "max-age=3600"})
+
+    async def icon(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=ICON, content_type="image/svg+xml",
+                            headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "max-age=86400"})
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/explorer", self._guarded(self.trace_list)),
+                web.get("/explorer/trace", self._guarded(self.trace_view)),
+                web.get("/explorer/export", self._guarded(self.export)),
+                web.get("/explorer/document", self._guarded(self.document)),
+                web.get("/explorer/login", self.login_form),
+                web.post("/explorer/login", self.login),
+                web.get("/explorer/explorer.css", self.stylesheet),
+                web.get("/explorer/icon.svg", self.icon)]
+
+
+def _root_question(uri: str) -> str:
+    """The Question of the trace a stage belongs to (an agent's Analysis → the agent trace that asked)."""
+    trace = parse_trace_uri(uri)
+    return trace.question if trace is not None else uri
+
+
+def _local(target: str) -> str:
+    """A redirect target within the explorer only (no other host, no other path)."""
+    return target if target.startswith("/explorer") and "//" not in target and "\\" not in target else "/explorer"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "file"
