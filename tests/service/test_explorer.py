@@ -291,3 +291,61 @@ async def test_an_agent_trace_links_to_its_sub_queries_and_back(explorer_on):
     assert await page.get_by_test_id("trace").get_attribute("data-uri") == agent_uri
     await page.screenshot(path=str(env.shots / "agent.png"), full_page=True)
     assert errors == []
+
+
+async def test_a_document_rag_trace_shows_its_chunks_with_their_sources_and_texts(explorer_on):
+    env = await explorer_on(scripted=False)
+    sock = await env.gateway.socket(ALICE)
+    frames = await sock.call("document-rag", {"query": "What is radioactivity?", "streaming": True})
+    assert all("error" not in f for f in frames), frames[-1]
+    await env.stack.wait_idle()
+    uri = next(f["response"]["explain_id"] for f in frames if f["response"].get("message_type") == "explain")
+    model = (await stored(env, uri))["trace"]
+    page, errors = await signed_in_page(env)
+    await page.get_by_label("Type").select_option("docrag")
+    await page.get_by_role("button", name="Show").click()
+    await page.wait_for_url("**type=docrag**")
+    types = await page.locator("tr.trace-row td:nth-child(2)").all_text_contents()
+    assert types and set(types) == {"DocRAG"}
+    await page.locator(f'tr.trace-row[data-uri="{uri}"] a.trace-link').click()
+    await page.wait_for_url("**/explorer/trace?**")
+    stages = await page.locator("ol.chain > li.stage").evaluate_all("els => els.map(e => e.dataset.stage)")
+    assert stages == ["question", "grounding", "exploration", "synthesis"]
+    chunks = page.get_by_test_id("chunk")
+    assert await chunks.count() == len(model["exploration"]["chunks"]) > 0
+    titles = {d.title for d in env.deployment.documents}
+    for i in range(await chunks.count()):
+        chunk = chunks.nth(i)
+        kinds = await chunk.locator("[data-testid=source-chain] > li").evaluate_all(
+            "els => els.map(e => e.dataset.type)")
+        assert kinds == ["chunk", "page", "document"]
+        assert await chunk.get_by_test_id("document-title").text_content() in titles
+        assert (await chunk.get_by_test_id("chunk-text").text_content()).strip()
+    assert (await page.get_by_test_id("answer").text_content()).strip()
+    await page.screenshot(path=str(env.shots / "docrag.png"), full_page=True)
+    assert errors == []
+
+
+async def test_a_failed_query_shows_the_stage_it_stopped_at(explorer_on, llm_server):
+    env = await explorer_on()
+    llm_server.fail_next(20, status=500, message="model crashed")
+    try:
+        sock = await env.gateway.socket(ALICE)
+        frames = await sock.call("graph-rag", {"query": "Who discovered polonium?", "streaming": True})
+        await env.stack.wait_idle()
+    finally:
+        llm_server.clear_faults()
+    uri = next(f["response"]["explain_id"] for f in frames
+               if "response" in f and f["response"].get("message_type") == "explain")
+    model = (await stored(env, uri))["trace"]
+    assert model["status"] == "failed"
+    page, errors = await signed_in_page(env)
+    assert await page.locator(f'tr.trace-row[data-uri="{uri}"]').get_attribute("data-status") == "failed"
+    await page.goto(env.gateway.url + f"explorer/trace?uri={uri}")
+    assert await page.get_by_test_id("status").text_content() == "failed"
+    stages = await page.locator("ol.chain > li.stage").evaluate_all("els => els.map(e => e.dataset.stage)")
+    assert stages[-1] == "error" and "synthesis" not in stages
+    text = await page.get_by_test_id("error-stage").text_content()
+    assert text.startswith(f"at {model['error']['stage']}:") and model["error"]["message"] in text
+    assert await page.get_by_test_id("no-answer").count() == 1
+    assert errors == []

@@ -136,6 +136,14 @@ def gateway_params(args: argparse.Namespace) -> dict:
             "library_collection": args.library_collection}
 
 
+async def open_explorer(url: str) -> None:
+    """Open ``url`` in the default browser; a machine without one is told where to go instead."""
+    import webbrowser
+
+    if not await asyncio.to_thread(webbrowser.open, url):
+        print(f"tg-gateway: no browser to open here; open {url}", file=sys.stderr, flush=True)
+
+
 def run() -> None:
     """``api-gateway``: the gateway as a service over the bus."""
     launch(ApiGateway)
@@ -149,6 +157,8 @@ def embedded_main(argv: Sequence[str] | None = None) -> None:
                         help="embedded data directory (env TG_HOME; default ~/.trustgraph)")
     parser.add_argument("--flow", default=os.environ.get("TG_FLOW", "default"))
     parser.add_argument("--log-level", default=os.environ.get("TG_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--open", action="store_true",
+                        help="open the trace explorer in the default browser once the gateway listens")
     add_gateway_args(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
@@ -168,6 +178,8 @@ def embedded_main(argv: Sequence[str] | None = None) -> None:
             print(f"tg-gateway: TrustGraph gateway protocol on {gateway.url} (embedded, flow {args.flow}, "
                   f"{'tokens required' if gateway.auth.required else 'no tokens: loopback only'}); "
                   f"trace explorer: {gateway.url}explorer", file=sys.stderr, flush=True)
+            if args.open:
+                await open_explorer(gateway.url + "explorer")
             await stop.wait()
         finally:
             await gateway.stop()

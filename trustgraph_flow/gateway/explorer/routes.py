@@ -138,6 +138,12 @@ class Explorer:
             except BackendError as e:
                 log.warning("explorer: bus failure: %s", e)
                 return self._page("error.html", 503, title="The message bus failed", message=str(e))
+            except web.HTTPException:
+                raise
+            except Exception:
+                log.exception("explorer: %s failed", request.path)
+                return self._page("error.html", 500, title="The page failed",
+                                  message="the gateway could not show this page; its log says why")
 
         return run
 
