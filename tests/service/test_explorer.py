@@ -197,6 +197,14 @@ async def test_a_graph_rag_trace_shows_every_stage_edge_reason_source_and_the_an
     assert errors == []
 
 
+async def as_json(env, uri: str) -> dict:
+    """The trace as ``tg-show-explain-trace --format json`` gives it, through the explorer's JSON export."""
+    async with env.http.get(env.gateway.url + "explorer/export", params={"uri": uri, "format": "json"},
+                            headers={"Authorization": f"Bearer {ALICE}"}) as r:
+        assert r.status == 200
+        return json.loads(await r.read())
+
+
 def serialize_term_json(term: dict) -> str:
     """A key for a term of the trace model's JSON (type and value), as the page groups nodes."""
     return f"{term['type']}|{term['value']}"
@@ -243,6 +251,8 @@ async def test_another_users_token_sees_none_of_it(explorer_on):
     for fmt in ("trig", "json"):
         response = await page.goto(env.gateway.url + f"explorer/export?uri={uri}&format={fmt}")
         assert response.status == 404
+    response = await page.goto(env.gateway.url + f"explorer/compare?a={uri}&b={uri}")
+    assert response.status == 404 and "polonium" not in await page.content()
     # without a token: the sign-in page, 401; a wrong token is refused too
     async with env.http.get(env.gateway.url + f"explorer/trace?uri={uri}") as r:
         assert r.status == 401 and "polonium" not in await r.text()
@@ -348,4 +358,43 @@ async def test_a_failed_query_shows_the_stage_it_stopped_at(explorer_on, llm_ser
     text = await page.get_by_test_id("error-stage").text_content()
     assert text.startswith(f"at {model['error']['stage']}:") and model["error"]["message"] in text
     assert await page.get_by_test_id("no-answer").count() == 1
+    assert errors == []
+
+
+async def test_the_compare_view_shows_edges_added_removed_and_reasons_changed(explorer_on, llm_server):
+    env = await explorer_on()
+    first = await ask(env, "Who discovered polonium?")
+    before = (await stored(env, first))["trace"]["focus"]["selected_edges"]
+    assert len(before) >= 3
+    labelled = await as_json(env, first)  # the stored trace with the knowledge graph's labels
+
+    def second_run(template_id, terms, messages):
+        """The same question again: the first edge dropped, the second with a new reason and score."""
+        if template_id == "kg-edge-selection":
+            chosen = [k for k in terms["knowledge"] if "polonium" in (k["s"] + " " + k["o"]).lower()][1:4]
+            return "\n".join(json.dumps({"id": k["id"], "reasoning": "asked again" if i == 0 else
+                                         f"{k['s']} {k['p']} {k['o']} {HOSTILE}",
+                                         "score": 0.5 if i == 0 else round(0.8 - i / 10, 2), "concept": "polonium"})
+                             for i, k in enumerate(chosen))
+        return ANSWER + " (again)"
+
+    llm_server.set_script(second_run)
+    second = await ask(env, "Who discovered polonium?")
+    after = (await stored(env, second))["trace"]["focus"]["selected_edges"]
+    page, errors = await signed_in_page(env)
+    await page.goto(env.gateway.url + f"explorer/trace?uri={first}")
+    await page.get_by_label("Compare with trace").fill(second)
+    await page.get_by_role("button", name="Compare").click()
+    await page.wait_for_url("**/explorer/compare?**")
+    removed = await page.get_by_test_id("removed").locator("li").all_text_contents()
+    gone = labelled["focus"]["selected_edges"][0]["labels"]
+    assert [" ".join(r.split()) for r in removed] == [" ".join((gone["s"], gone["p"], gone["o"]))]
+    assert len(after) == len(before) - 1
+    changed = page.get_by_test_id("changed").locator("> li")
+    assert await changed.count() == 1
+    text = " ".join((await changed.text_content()).split())
+    assert "asked again" in text and before[1]["reasoning"] in text and "0.5" in text
+    assert await page.get_by_test_id("added").locator("li.none").count() == 1
+    assert (await page.get_by_test_id("answer-after").text_content()).endswith("(again)")
+    await page.screenshot(path=str(env.shots / "compare.png"), full_page=True)
     assert errors == []

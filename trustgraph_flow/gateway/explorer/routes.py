@@ -32,6 +32,7 @@ from trustgraph_base.store.names import InvalidName, check_collection
 
 from ..auth import AccessDenied, Auth, bearer_token
 from ..wire import GatewayRequestError
+from .compare import compare_traces
 from .layout import draw_edges
 
 log = logging.getLogger(__name__)
@@ -167,8 +168,8 @@ class Explorer:
             raise PageError(400, "Bad collection", str(e)) from e
         return Scope(user, collection, named)
 
-    def _question(self, request: web.Request) -> str:
-        uri = request.query.get("uri", "")
+    def _question(self, request: web.Request, name: str = "uri") -> str:
+        uri = request.query.get(name, "").strip()
         try:
             check_question_uri(uri)
         except ValueError as e:
@@ -220,9 +221,22 @@ class Explorer:
         return self._page("trace.html", scope=scope, trace=trace, edges=edges, drawing=draw_edges(edges),
                           chunk_texts=chunk_texts,
                           parent_href=scope.trace(_root_question(parent)) if parent else None,
-                          permalink=scope.trace(uri),
+                          permalink=scope.trace(uri), compare_keep=scope.keep,
                           exports={f: scope.href("/explorer/export", uri=uri, format=f) for f in EXPORTS},
                           document_href=lambda doc: scope.href("/explorer/document", id=doc))
+
+    async def compare(self, request: web.Request) -> web.StreamResponse:
+        """``?a=…&b=…``: two traces of the same user and collection side by side (:mod:`.compare`)."""
+        scope = self._scope(request)
+        a, b = self._question(request, "a"), self._question(request, "b")
+        reads = [await read_trace(self.services, scope.user, scope.collection, uri, sources=False) for uri in (a, b)]
+        for uri, read in zip((a, b), reads, strict=True):
+            if read is None:
+                raise PageError(404, "No such trace", f"no trace {uri} in collection {scope.collection} "
+                                                      f"of user {scope.user}")
+        ta, tb = (r.trace for r in reads if r is not None)
+        return self._page("compare.html", scope=scope, a=ta, b=tb, a_href=scope.trace(a), b_href=scope.trace(b),
+                          diff=compare_traces(ta, tb))
 
     async def export(self, request: web.Request) -> web.StreamResponse:
         scope = self._scope(request)
@@ -298,6 +312,7 @@ class Explorer:
         return [web.get("/explorer", self._guarded(self.trace_list)),
                 web.get("/explorer/trace", self._guarded(self.trace_view)),
                 web.get("/explorer/export", self._guarded(self.export)),
+                web.get("/explorer/compare", self._guarded(self.compare)),
                 web.get("/explorer/document", self._guarded(self.document)),
                 web.get("/explorer/login", self.login_form),
                 web.post("/explorer/login", self.login),
