@@ -275,6 +275,13 @@ async def test_unknown_and_malformed_traces_get_error_pages_with_their_status(ex
     assert await page.evaluate("window.__pwned") is None
     response = await page.goto(env.gateway.url + "explorer?type=nonsense")
     assert response.status == 400
+    # a question is asked from the explorer's own page only, of the services it offers, and must say something
+    ask = env.gateway.url + "explorer/ask/stream"
+    bearer = {"Authorization": f"Bearer {ALICE}"}
+    for params, headers, status in (({"q": "Who discovered polonium?"}, {"Sec-Fetch-Site": "cross-site"}, 403),
+                                    ({"q": "Who?", "service": "triples"}, {}, 400), ({"q": "  "}, {}, 400)):
+        async with env.http.get(ask, params=params, headers={**bearer, **headers}) as r:
+            assert r.status == status, params
     assert errors.besides_statuses() == []
 
 
@@ -397,4 +404,32 @@ async def test_the_compare_view_shows_edges_added_removed_and_reasons_changed(ex
     assert await page.get_by_test_id("added").locator("li.none").count() == 1
     assert (await page.get_by_test_id("answer-after").text_content()).endswith("(again)")
     await page.screenshot(path=str(env.shots / "compare.png"), full_page=True)
+    assert errors == []
+
+
+async def test_a_live_question_draws_its_stages_in_order_while_the_answer_streams(explorer_on):
+    env = await explorer_on()
+    page, errors = await signed_in_page(env)
+    await page.get_by_role("link", name="Ask").click()
+    await page.wait_for_url("**/explorer/ask")
+    await page.get_by_label("Question", exact=True).fill(QUESTION)
+    await page.get_by_label("Ask with").select_option("graph-rag")
+    await page.get_by_role("button", name="Ask", exact=True).click()
+    await page.get_by_test_id("live-trace").wait_for(state="visible", timeout=120_000)
+    assert await page.get_by_test_id("live-status").text_content() == "Done."
+    stages = await page.locator("#live-chain > li").evaluate_all("els => els.map(e => e.dataset.stage)")
+    assert stages == ["question", "grounding", "exploration", "focus", "synthesis"]
+    answer = page.get_by_test_id("live-answer")
+    assert await answer.text_content() == ANSWER  # as text: the hostile part neither ran nor rendered
+    assert await page.locator("#injected").count() == 0 and await page.evaluate("window.__pwned") is None
+    # the answer streamed after the Focus and before the Synthesis, as the explain events go out
+    assert await answer.get_attribute("data-stages-before") == "4"
+    question_uri = await page.locator("#live-chain > li p.uri").first.text_content()
+    await page.screenshot(path=str(env.shots / "ask.png"), full_page=True)
+    await page.get_by_test_id("live-trace").click()
+    await page.wait_for_url("**/explorer/trace?**")
+    uri = await page.get_by_test_id("trace").get_attribute("data-uri")
+    assert uri == question_uri
+    assert (await stored(env, uri))["trace"]["status"] == "complete"
+    assert await page.get_by_test_id("question").text_content() == QUESTION
     assert errors == []

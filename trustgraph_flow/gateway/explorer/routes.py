@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,13 @@ from trustgraph_base.provenance.trace_model import TYPE_NAMES
 from trustgraph_base.provenance.trace_reading import read_trace, trace_documents_text, trace_statuses
 from trustgraph_base.provenance.uris import check_question_uri, parse_trace_uri
 from trustgraph_base.pubsub import BackendError
-from trustgraph_base.schema import LibrarianRequest, TraceListRequest
+from trustgraph_base.schema import (
+    AgentRequest,
+    DocumentRagQuery,
+    GraphRagQuery,
+    LibrarianRequest,
+    TraceListRequest,
+)
 from trustgraph_base.store.names import InvalidName, check_collection
 
 from ..auth import AccessDenied, Auth, bearer_token
@@ -52,7 +59,14 @@ SECURITY_HEADERS = {
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
 }
+#: The ask page runs its one script, from the gateway, and reads its event stream from the gateway.
+ASK_HEADERS = {**SECURITY_HEADERS, "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"]
+               + "; script-src 'self'; connect-src 'self'"}
 _TYPE_FILTERS = ("", "graphrag", "docrag", "agent")
+#: What the ask page may ask, and how the page names it.
+ASK_SERVICES = {"graph-rag": "GraphRAG", "document-rag": "DocumentRAG", "agent": "Agent"}
+#: Longest question taken (as the services' own limit).
+MAX_QUESTION = 100_000
 #: The pages' icon: three linked nodes.
 ICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><path d="M3 12 8 4 13 12z" fill="none" '
         b'stroke="#1f5fa8" stroke-width="1.5"/><circle cx="3" cy="12" r="2.2"/><circle cx="8" cy="4" r="2.2"/>'
@@ -78,6 +92,9 @@ class _Services:
 
     async def client(self, service: str) -> RequestResponseClient:
         return self._client(service)
+
+    def stream(self, service: str, request: Any) -> AsyncIterator[Any]:
+        return self._client(service).stream(request)
 
 
 class Scope:
@@ -108,13 +125,15 @@ class Explorer:
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE), autoescape=True,
                                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.css = (HERE / "explorer.css").read_bytes()
+        self.js = (HERE / "ask.js").read_bytes()
 
     # ------------------------------------------------------------------ pages
 
-    def _page(self, template: str, status: int = 200, **context: Any) -> web.Response:
+    def _page(self, template: str, status: int = 200, headers: dict[str, str] | None = None,
+              **context: Any) -> web.Response:
         body = self.templates.get_template(template).render(type_names=TYPE_NAMES, **context)
         return web.Response(text=body, status=status, content_type="text/html", charset="utf-8",
-                            headers=SECURITY_HEADERS)
+                            headers=headers or SECURITY_HEADERS)
 
     def _guarded(self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                  ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -238,6 +257,58 @@ class Explorer:
         return self._page("compare.html", scope=scope, a=ta, b=tb, a_href=scope.trace(a), b_href=scope.trace(b),
                           diff=compare_traces(ta, tb))
 
+    async def ask_page(self, request: web.Request) -> web.StreamResponse:
+        return self._page("ask.html", headers=ASK_HEADERS, scope=self._scope(request), services=ASK_SERVICES)
+
+    async def ask_stream(self, request: web.Request) -> web.StreamResponse:
+        """One question, answered as server-sent events: ``stage`` (each explain event: its stage and URI),
+        ``answer`` (a piece of the answer), then ``done`` (the trace's link, and the error if the query failed)."""
+        scope = self._scope(request)
+        if request.headers.get("Sec-Fetch-Site") == "cross-site":
+            raise PageError(403, "Not allowed", "a question can be asked from the explorer's own page only")
+        service, question = request.query.get("service", "graph-rag"), request.query.get("q", "").strip()
+        if service not in ASK_SERVICES:
+            raise PageError(400, "Bad service", f"service must be one of {', '.join(ASK_SERVICES)}")
+        if not question or len(question) > MAX_QUESTION:
+            raise PageError(400, "Bad question", f"a question must have 1 to {MAX_QUESTION:,} characters")
+        query: Any
+        if service == "graph-rag":
+            query = GraphRagQuery(query=question, user=scope.user, collection=scope.collection, streaming=True)
+        elif service == "document-rag":
+            query = DocumentRagQuery(query=question, user=scope.user, collection=scope.collection, streaming=True)
+        else:
+            query = AgentRequest(question=question, user=scope.user, collection=scope.collection, streaming=True,
+                                 session_id=str(uuid.uuid4()))
+        response = web.StreamResponse(headers={**ASK_HEADERS, "Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        async def send(event: str, data: dict[str, Any]) -> None:
+            await response.write(f"event: {event}\ndata: {orjson.dumps(data).decode()}\n\n".encode())
+
+        root, error = "", None
+        try:
+            async for msg in self.services.stream(service, query):
+                if msg.error is not None:
+                    error = msg.error.message or msg.error.type
+                    break
+                if msg.message_type == "explain" and msg.explain_id:
+                    parsed = parse_trace_uri(msg.explain_id)
+                    root = root or (parsed.question if parsed is not None else "")
+                    await send("stage", {"stage": parsed.stage if parsed is not None else "", "uri": msg.explain_id})
+                elif service == "agent" and msg.message_type == "answer" and msg.content:
+                    await send("answer", {"text": msg.content})
+                elif service != "agent" and msg.message_type == "chunk" and msg.response:
+                    await send("answer", {"text": msg.response})
+        except (ServiceError, RequestTimeout, BackendError) as e:
+            error = str(e)
+        await send("done", {"trace": root or None, "href": scope.trace(root) if root else None, "error": error})
+        await response.write_eof()
+        return response
+
+    async def script(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=self.js, content_type="text/javascript",
+                            headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "max-age=3600"})
+
     async def export(self, request: web.Request) -> web.StreamResponse:
         scope = self._scope(request)
         uri = self._question(request)
@@ -313,6 +384,9 @@ class Explorer:
                 web.get("/explorer/trace", self._guarded(self.trace_view)),
                 web.get("/explorer/export", self._guarded(self.export)),
                 web.get("/explorer/compare", self._guarded(self.compare)),
+                web.get("/explorer/ask", self._guarded(self.ask_page)),
+                web.get("/explorer/ask/stream", self._guarded(self.ask_stream)),
+                web.get("/explorer/ask.js", self.script),
                 web.get("/explorer/document", self._guarded(self.document)),
                 web.get("/explorer/login", self.login_form),
                 web.post("/explorer/login", self.login),
