@@ -13,6 +13,7 @@ Traces are read with :func:`trustgraph_base.provenance.trace_reading.read_trace`
 from __future__ import annotations
 
 import logging
+import re
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -63,6 +64,10 @@ SECURITY_HEADERS = {
 ASK_HEADERS = {**SECURITY_HEADERS, "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"]
                + "; script-src 'self'; connect-src 'self'"}
 _TYPE_FILTERS = ("", "graphrag", "docrag", "agent")
+_STATUS_FILTERS = ("", "complete", "failed", "incomplete")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: Traces one filtered list page looks through before it shows what it found (and links to the next ones).
+MAX_SCANNED = 10_000
 #: What the ask page may ask, and how the page names it.
 ASK_SERVICES = {"graph-rag": "GraphRAG", "document-rag": "DocumentRAG", "agent": "Agent"}
 #: Longest question taken (as the services' own limit).
@@ -198,29 +203,54 @@ class Explorer:
         return uri
 
     async def trace_list(self, request: web.Request) -> web.StreamResponse:
+        """Newest first, a page at a time; filtered by type (by the trace index), and by status, question text and
+        time range (here, over the pages the index gives, :data:`MAX_SCANNED` traces at most per page shown)."""
         scope = self._scope(request)
-        kind = request.query.get("type", "")
+        q = request.query
+        kind, wanted_status = q.get("type", ""), q.get("status", "")
+        text, since, until = q.get("q", "").strip(), q.get("from", "").strip(), q.get("to", "").strip()
         if kind not in _TYPE_FILTERS:
             raise PageError(400, "Bad filter", f"type must be one of graphrag, docrag, agent, not {kind[:40]!r}")
+        if wanted_status not in _STATUS_FILTERS:
+            raise PageError(400, "Bad filter", f"status must be one of complete, failed, incomplete, "
+                                               f"not {wanted_status[:40]!r}")
+        for name, value in (("from", since), ("to", until)):
+            if value and not _DATE.fullmatch(value):
+                raise PageError(400, "Bad filter", f"{name} must be a date as YYYY-MM-DD, not {value[:40]!r}")
         try:
-            limit = int(request.query.get("limit") or PAGE_SIZE)
+            limit = int(q.get("limit") or PAGE_SIZE)
         except ValueError:
             limit = 0
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise PageError(400, "Bad limit", f"limit must be a number from 1 to {MAX_PAGE_SIZE}")
-        cursor = request.query.get("cursor", "")
-        page = await self.services.request("trace-list", TraceListRequest(
-            user=scope.user, collection=scope.collection, type=kind, limit=limit, cursor=cursor))
-        status = await trace_statuses(self.services, scope.user, scope.collection, [t.uri for t in page.traces])
-        rows = [{"uri": t.uri, "href": scope.trace(t.uri), "type": t.type, "question": t.question, "time": t.time,
-                 "status": status.get(t.uri, "incomplete"),
-                 "parent_href": scope.trace(_root_question(t.parent)) if t.parent else None}
-                for t in page.traces]
+        cursor = q.get("cursor", "")
+        filtered = bool(wanted_status or text or since or until)
+        rows: list[dict[str, Any]] = []
+        scanned, next_cursor = 0, cursor
+        while True:
+            page = await self.services.request("trace-list", TraceListRequest(
+                user=scope.user, collection=scope.collection, type=kind, limit=limit, cursor=next_cursor))
+            scanned += len(page.traces)
+            next_cursor = page.next_cursor
+            # newest first: a trace older than the range ends the scan; newer ones are passed over
+            if since and page.traces and page.traces[-1].time[:10] < since:
+                next_cursor = ""
+            shown = [t for t in page.traces if (not text or text.casefold() in t.question.casefold())
+                     and (not since or t.time[:10] >= since) and (not until or t.time[:10] <= until)]
+            status = await trace_statuses(self.services, scope.user, scope.collection, [t.uri for t in shown])
+            rows += [{"uri": t.uri, "href": scope.trace(t.uri), "type": t.type, "question": t.question,
+                      "time": t.time, "status": status.get(t.uri, "incomplete"),
+                      "parent_href": scope.trace(_root_question(t.parent)) if t.parent else None}
+                     for t in shown if not wanted_status or status.get(t.uri) == wanted_status]
+            if not filtered or len(rows) >= limit or not next_cursor or scanned >= MAX_SCANNED:
+                break
+        keep = {"type": kind, "status": wanted_status, "q": text, "from": since, "to": until,
+                "limit": str(limit) if limit != PAGE_SIZE else None}
         return self._page("list.html", scope=scope, rows=rows, kind=kind, filters=_TYPE_FILTERS,
-                          next_href=scope.href("/explorer", type=kind, cursor=page.next_cursor,
-                                               limit=str(limit) if limit != PAGE_SIZE else None)
-                          if page.next_cursor else None,
-                          first_href=scope.href("/explorer", type=kind) if cursor else None)
+                          statuses=_STATUS_FILTERS, wanted_status=wanted_status, text=text, since=since, until=until,
+                          scanned=scanned if filtered else None,
+                          next_href=scope.href("/explorer", cursor=next_cursor, **keep) if next_cursor else None,
+                          first_href=scope.href("/explorer", **keep) if cursor else None)
 
     async def trace_view(self, request: web.Request) -> web.StreamResponse:
         scope = self._scope(request)
