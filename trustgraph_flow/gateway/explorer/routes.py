@@ -1,7 +1,9 @@
-"""The explorer's pages: the trace list, a trace's view, its exports and the documents its sources name.
+"""The explorer's pages: the trace list, a trace's view, two traces compared, its exports, the documents its
+sources name, and a question asked and watched.
 
 Every page is rendered on the server (Jinja2 with autoescaping, so a question, an answer or a
-label is always text, never markup) and needs no script.  Access follows the gateway's rules
+label is always text, never markup) and needs no script, except the ask page, whose one module
+(``ask.js``) reads the answer's event stream and sets what it receives as text.  Access follows the gateway's rules
 (:mod:`..auth`): with tokens, a browser signs in once (``/explorer/login`` sets an HttpOnly cookie
 holding the token) or sends ``Authorization: Bearer``; the token's user is the only user whose
 traces, documents and exports a page reads, and naming another user is refused (403).  In open mode
