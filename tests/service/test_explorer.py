@@ -482,3 +482,23 @@ async def test_the_list_filters_by_type_status_question_text_and_time(explorer_o
     response = await page.goto(env.gateway.url + "explorer?from=yesterday")
     assert response.status == 400
     assert errors.besides_statuses() == []
+
+
+async def test_a_live_agent_question_draws_its_steps_and_conclusion(explorer_on):
+    env = await explorer_on(scripted=False)
+    page, errors = await signed_in_page(env)
+    await page.goto(env.gateway.url + "explorer/ask")
+    await page.get_by_label("Question", exact=True).fill("Who discovered radium?")
+    await page.get_by_label("Ask with").select_option("agent")
+    await page.get_by_role("button", name="Ask", exact=True).click()
+    await page.get_by_test_id("live-trace").wait_for(state="visible", timeout=120_000)
+    assert await page.get_by_test_id("live-status").text_content() == "Done."
+    stages = await page.locator("#live-chain > li").evaluate_all("els => els.map(e => e.dataset.stage)")
+    assert stages[0] == "question" and "analysis" in stages and stages[-1] == "conclusion"
+    answer = (await page.get_by_test_id("live-answer").text_content()).strip()
+    await page.get_by_test_id("live-trace").click()
+    await page.wait_for_url("**/explorer/trace?**")
+    uri = await page.get_by_test_id("trace").get_attribute("data-uri")
+    assert uri.startswith("urn:trustgraph:agent:")
+    assert (await page.get_by_test_id("answer").text_content()).strip() == answer != ""
+    assert errors == []
