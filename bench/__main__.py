@@ -142,6 +142,8 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "scaling": (_ours("scaling"), "GraphRAG and store latency at 10k, 100k, 1M triples (issue 11)"),
     "gateway": (_ours("gateway"), "api-gateway: GraphRAG through the gateway vs over the bus, first explain frame, "
                                   "500 sockets at once"),
+    "explorer": (_ours("explorer"), "trace explorer pages in headless Chromium: 50/150-edge trace page, list of "
+                                    "100k traces"),
     "cluster": (_ours("cluster"), "three-node Cassandra (RF 3, LOCAL_QUORUM) vs one node, on/off; 2 graph-rag "
                                   "replicas vs 1 at 16 clients, CPU per query (needs CLUSTER_CASSANDRA_HOST)"),
     "capacity": (_ours("capacity"), "per query / per chunk CPU, storage per trace and triple, list/show at scale, "

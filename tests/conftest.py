@@ -439,3 +439,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if ids and reporter is not None and _integration_outcomes(reporter, ids)["passed"] == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The system Chromium's path for browser tests (tests/service/browser.py); missing: skip, a failure in CI."""
+    from browser import CHROMIUM, chromium_missing
+
+    reason = chromium_missing()
+    if reason:
+        _unavailable(reason)
+    return CHROMIUM

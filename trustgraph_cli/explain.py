@@ -27,8 +27,6 @@ from .terminal_text import printable, quoted
 
 #: What showing a trace uses: its triples and the documents it stores (answers, an agent's thoughts and observations).
 TRACE_USES = ("triples", "librarian")
-#: Librarian requests a trace's documents are fetched with at once.
-DOCUMENT_FETCHES = 16
 #: What a source line says when the document an edge or chunk came from was removed (tg-remove-library-document).
 SOURCE_REMOVED = "source removed (the document it came from is no longer loaded)"
 _TYPES = {"graphrag": "GraphRAG", "docrag": "DocRAG", "agent": "Agent"}
@@ -98,20 +96,9 @@ async def list_traces(limit, kind, fmt, cursor, user, collection, target):
 
 async def _statuses(conn, user: str, collection: str, uris: list[str]) -> dict[str, str]:
     """``complete`` / ``failed`` / ``incomplete`` of each listed trace, from one batched look-up of final stages."""
-    from trustgraph_base.provenance import namespaces as ns
-    from trustgraph_base.rdf.terms import spo
-    from trustgraph_base.schema import IRI, Term, TriplePattern
+    from trustgraph_base.provenance.trace_reading import trace_statuses
 
-    from .trace_model import final_stage_uris
-    from .traces import query
-
-    ends = {u: final_stage_uris(u) for u in uris}
-    wanted = [e for pair in ends.values() for e in pair if e]
-    rdf_type = Term(IRI, ns.RDF_TYPE)
-    found = {s.value for s, _, _ in map(spo, await query(conn, user, collection, [
-        TriplePattern(s=Term(IRI, e), p=rdf_type, g=ns.GRAPH_RETRIEVAL, limit=1) for e in wanted]))}
-    return {u: "failed" if error in found else "complete" if final in found else "incomplete"
-            for u, (final, error) in ends.items()}
+    return await trace_statuses(conn, user, collection, uris)
 
 
 def _status_mark(status: str) -> str:
@@ -151,62 +138,34 @@ def check_trace_uri(uri: str) -> str:
 @run_async
 async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, target):
     """Show one stored trace: every stage, edge reasons and sources, the answer; or export it as RDF."""
-    from trustgraph_base.provenance.walk import trace_answers, trace_questions
-    from trustgraph_base.rdf.terms import quoted as triple_of
-    from trustgraph_base.rdf.terms import spo
+    from trustgraph_base.provenance.trace_reading import load_trace_triples, read_trace
 
-    from .trace_model import TraceIndex, build_trace, trace_type
-    from .traces import LabelCache, chunk_chains, edge_chains, iris_in_terms, load_trace_triples, removed_sources
+    from .trace_model import TraceIndex, trace_type
 
     check_names(user, collection)
     check_trace_uri(uri)
     quiet_logging()
     async with target.connect(TRACE_USES) as conn:
-        triples = await load_trace_triples(conn, user, collection, uri)
-        index = TraceIndex(triples)
-        if not triples or trace_type(index, uri) is None:
-            raise CliError(f"no trace {uri} in collection {collection} of user {user}", EXIT_FAILED)
         if fmt in ("turtle", "trig"):
             from trustgraph_base.rdf.export import serialize
 
+            triples = await load_trace_triples(conn, user, collection, uri)
+            if not triples or trace_type(TraceIndex(triples), uri) is None:
+                raise CliError(_no_trace(uri, user, collection), EXIT_FAILED)
             out_document(serialize(triples, fmt, drop_graphs=False) if fmt == "trig" else
                          serialize(triples, "turtle", drop_graphs=True))
             return
-        spos = [spo(t) for t in triples]
-        edges = [triple_of(o) for _, p, o in spos if p.value.endswith("/ns/edge") and o.type == "t"]
-        labels = await LabelCache(conn, user, collection).resolve(iris_in_terms(
-            [x for e in edges for x in (e.s, e.p, e.o)] + [o for _, p, o in spos if p.value.endswith("/ns/entity")]))
-        chains, removed = {}, set()
-        if show_provenance or fmt == "json":
-            chains.update(await edge_chains(conn, user, collection, edges))
-            chunks = [o.value for _, p, o in spos if p.value.endswith("/ns/selectedChunk")]
-            chains.update(await chunk_chains(conn, user, collection, chunks))
-            removed = await removed_sources(conn, user, collection, edges, chunks, chains)
-        # only the trace's own documents: a (forged) trace may point tg:document at any document
-        answers = await _documents(conn, user, collection, trace_answers([uri, *trace_questions(triples)], triples))
-        trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains, removed=removed)
+        read = await read_trace(conn, user, collection, uri, sources=show_provenance or fmt == "json")
+        if read is None:
+            raise CliError(_no_trace(uri, user, collection), EXIT_FAILED)
     if fmt == "json":
-        out_json(trace)
+        out_json(read.trace)
     else:
-        render_text(trace, show_provenance, max_answer)
+        render_text(read.trace, show_provenance, max_answer)
 
 
-async def _documents(conn, user: str, collection: str, ids: list[str]) -> dict[str, str]:
-    """The texts of librarian documents ``ids`` (the missing ones left out), :data:`DOCUMENT_FETCHES` at a time."""
-    import asyncio
-
-    from trustgraph_base.schema import LibrarianRequest
-
-    client = await conn.client("librarian")
-    gate = asyncio.Semaphore(DOCUMENT_FETCHES)
-
-    async def fetch(doc: str) -> tuple[str, str | None]:
-        async with gate:
-            reply = await client.request(LibrarianRequest(operation="get-document-content", user=user,
-                                                          collection=collection, document_id=doc))
-        return doc, reply.content.decode("utf-8", "replace") if reply.error is None else None
-
-    return {doc: text for doc, text in await asyncio.gather(*(fetch(d) for d in ids)) if text is not None}
+def _no_trace(uri: str, user: str, collection: str) -> str:
+    return f"no trace {uri} in collection {collection} of user {user}"
 
 
 def _usage_text(usage: dict | None) -> str:

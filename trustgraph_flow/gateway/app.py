@@ -9,6 +9,7 @@ from aiohttp import WSCloseCode, web
 
 from .auth import Auth
 from .dispatch import Dispatcher
+from .explorer import Explorer
 from .limits import Limits
 from .mux import Socket, socket_handler
 from .native import Native
@@ -17,9 +18,10 @@ from .rest import Rest
 SOCKETS = web.AppKey("sockets", weakref.WeakSet)
 
 
-def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits, native: Native | None = None) -> web.Application:
-    """An application serving ``dispatcher`` (TrustGraph's protocol) and ``native`` (this project's own channel,
-    when given) behind ``auth`` within ``limits``."""
+def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits, native: Native | None = None,
+             explorer: Explorer | None = None) -> web.Application:
+    """An application serving ``dispatcher`` (TrustGraph's protocol), ``native`` (this project's own channel,
+    when given) and ``explorer`` (the trace explorer's pages, when given) behind ``auth`` within ``limits``."""
     app = web.Application(client_max_size=limits.max_body_bytes)
     sockets: weakref.WeakSet = weakref.WeakSet()
     app[SOCKETS] = sockets
@@ -28,7 +30,8 @@ def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits, native: Native 
         "auth": "bearer token" if auth.required else "open (loopback only)",
         "endpoints": ["GET /api/v1/socket (WebSocket)", "POST /api/v1/flow/{flow}/service/{kind}",
                       "POST /api/v1/librarian", "GET /api/v1/openapi.json"]
-        + (["GET /api/v1/native (WebSocket, this project's tg-* commands)", "GET /api/v1/whoami"] if native else []),
+        + (["GET /api/v1/native (WebSocket, this project's tg-* commands)", "GET /api/v1/whoami"] if native else [])
+        + (["GET /explorer (the trace explorer, in a browser)"] if explorer else []),
     }, option=orjson.OPT_INDENT_2)
 
     async def show_index(request: web.Request) -> web.Response:
@@ -44,5 +47,7 @@ def make_app(dispatcher: Dispatcher, auth: Auth, limits: Limits, native: Native 
     app.router.add_routes(Rest(dispatcher, auth).routes())
     if native is not None:
         app.router.add_routes(native.routes(sockets))
+    if explorer is not None:
+        app.router.add_routes(explorer.routes())
     app.on_shutdown.append(close_sockets)
     return app

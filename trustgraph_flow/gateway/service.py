@@ -32,6 +32,7 @@ from ..common.services import client_spec, flow_producer_spec
 from .app import make_app
 from .auth import Auth, AuthConfigError, check_bind, make_auth
 from .dispatch import GATEWAY_SERVICES, Dispatcher
+from .explorer import Explorer
 from .limits import Limits
 from .native import NATIVE_QUEUES, NATIVE_SERVICES, Native
 
@@ -55,6 +56,7 @@ class ApiGateway(Processor):
         self.limits = limits or Limits()
         check_bind(host, self.auth)
         self.dispatcher = Dispatcher(self.client, self.flow, library_collection)
+        self.explorer = Explorer(self.client, self.auth)
         self.native = Native(self.client, self.producer, self.backend, self.flow, self.auth, self.limits, self.id)
         for service in dict.fromkeys(GATEWAY_SERVICES + NATIVE_SERVICES):
             self.add(client_spec(service, self.flow))
@@ -69,7 +71,8 @@ class ApiGateway(Processor):
         return f"http://{host}:{self.port}/"
 
     async def on_start(self) -> None:
-        self._runner = web.AppRunner(make_app(self.dispatcher, self.auth, self.limits, self.native), access_log=None,
+        self._runner = web.AppRunner(make_app(self.dispatcher, self.auth, self.limits, self.native,
+                                                self.explorer), access_log=None,
                                      shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, backlog=1024)
@@ -133,6 +136,14 @@ def gateway_params(args: argparse.Namespace) -> dict:
             "library_collection": args.library_collection}
 
 
+async def open_explorer(url: str) -> None:
+    """Open ``url`` in the default browser; a machine without one is told where to go instead."""
+    import webbrowser
+
+    if not await asyncio.to_thread(webbrowser.open, url):
+        print(f"tg-gateway: no browser to open here; open {url}", file=sys.stderr, flush=True)
+
+
 def run() -> None:
     """``api-gateway``: the gateway as a service over the bus."""
     launch(ApiGateway)
@@ -146,6 +157,8 @@ def embedded_main(argv: Sequence[str] | None = None) -> None:
                         help="embedded data directory (env TG_HOME; default ~/.trustgraph)")
     parser.add_argument("--flow", default=os.environ.get("TG_FLOW", "default"))
     parser.add_argument("--log-level", default=os.environ.get("TG_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--open", action="store_true",
+                        help="open the trace explorer in the default browser once the gateway listens")
     add_gateway_args(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
@@ -163,8 +176,10 @@ def embedded_main(argv: Sequence[str] | None = None) -> None:
         try:
             await gateway.start()
             print(f"tg-gateway: TrustGraph gateway protocol on {gateway.url} (embedded, flow {args.flow}, "
-                  f"{'tokens required' if gateway.auth.required else 'no tokens: loopback only'})",
-                  file=sys.stderr, flush=True)
+                  f"{'tokens required' if gateway.auth.required else 'no tokens: loopback only'}); "
+                  f"trace explorer: {gateway.url}explorer", file=sys.stderr, flush=True)
+            if args.open:
+                await open_explorer(gateway.url + "explorer")
             await stop.wait()
         finally:
             await gateway.stop()
