@@ -147,6 +147,14 @@ async def test_a_graph_rag_trace_shows_every_stage_edge_reason_source_and_the_an
     # the chain, in order
     stages = await page.locator("ol.chain > li.stage").evaluate_all("els => els.map(e => e.dataset.stage)")
     assert stages == ["question", "grounding", "exploration", "focus", "synthesis"]
+    # when each stage was produced, after the question, in order (the stored prov:generatedAtTime)
+    timed = page.get_by_test_id("timing")
+    assert await timed.evaluate_all("els => els.map(e => e.dataset.stage)") == [
+        "grounding", "exploration", "focus", "synthesis"]
+    after = [float((await timed.nth(i).get_by_test_id("timing-after").text_content()).split()[0]) for i in range(4)]
+    assert after == sorted(after) and after[0] >= 0
+    assert [t["uri"] for t in model["timings"]] == [model[k]["uri"] for k in ("grounding", "exploration", "focus",
+                                                                            "synthesis")]
     # hostile markup is text: the question, reasons and answer show it literally, and none of it ran
     assert await page.get_by_test_id("question").text_content() == QUESTION
     assert await page.locator("#injected").count() == 0

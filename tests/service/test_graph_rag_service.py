@@ -155,6 +155,14 @@ async def test_explainable_query_end_to_end(deployment, llm_server, llm_settings
         assert out_tokens == len(answer.split())  # the test server counts words
         assert int(msgs[-1].out_token) == out_tokens + int(usage[ns.TG_OUT_TOKEN].value)  # both calls, summed
 
+        # 5b. every stage after the Question is stamped when it was produced, in the order it was sent
+        stages = [m.explain_id for m in msgs if m.message_type == "explain"][1:]
+        stamps = {t.s.value: t.o for t in stored if t.p.value == ns.PROV_GENERATED_AT_TIME}
+        assert set(stamps) == set(stages) and {o.datatype for o in stamps.values()} == {ns.XSD_DATETIME}
+        started = next(t.o.value for t in stored if t.p.value == ns.PROV_STARTED_AT_TIME)
+        times = [started] + [stamps[s].value for s in stages]
+        assert times == sorted(times), times  # one format (UTC, milliseconds), so text order is time order
+
         # 6. the answer is in the librarian, linked by tg:document, and the trace is listed
         doc = next(t.o.value for t in stored if t.p.value == ns.TG_DOCUMENT)
         assert doc.startswith("urn:trustgraph:answer:")

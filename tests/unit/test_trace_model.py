@@ -139,3 +139,23 @@ def test_a_graphrag_trace_of_v2_shows_its_grounding_scores_concepts_and_usage():
     for line in ("--- Grounding ---", "Concepts: polonium, Curie", "     Concept: polonium  Score: 0.7865",
                  "Model: m (20 in / 9 out tokens)"):
         assert line in text, text
+
+
+def test_stage_timings_are_the_trace_own_stages_in_order_counted_from_the_question():
+    from trustgraph_base.provenance.triples import stage_time_triple
+
+    s = "0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a08"
+    q, g, e, f = uris.question_uri(s), uris.grounding_uri(s), uris.exploration_uri(s), uris.focus_uri(s)
+    syn = uris.synthesis_uri(s)
+    other = uris.focus_uri("0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a09")  # another trace's stage in the same triples
+    triples = (question_triples(q, "Who discovered polonium?", WHEN) + grounding_triples(g, q, ["polonium"])
+               + exploration_triples(e, q, 3, [EDGE.o], grounding_uri=g)
+               + focus_triples(f, e, [EdgeSelection(EDGE, "names the discoverer")], s)
+               + synthesis_triples(syn, f, uris.answer_document_uri(s))
+               + [stage_time_triple(syn, "2025-06-01T10:00:01.250Z"), stage_time_triple(g, "2025-06-01T10:00:00.020Z"),
+                  stage_time_triple(f, "2025-06-01T10:00:00.900Z"), stage_time_triple(e, "2025-06-01T10:00:00.150Z"),
+                  stage_time_triple(other, "2025-06-01T10:00:00.500Z")])
+    timings = build_trace(triples, q)["timings"]
+    assert [(t["stage"], t["after_ms"]) for t in timings] == [
+        ("grounding", 20.0), ("exploration", 150.0), ("focus", 900.0), ("synthesis", 1250.0)]
+    assert build_trace(triples[:-5], q)["timings"] == []  # a trace stored before stages were stamped

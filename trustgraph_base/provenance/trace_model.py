@@ -33,12 +33,13 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from ..rdf.terms import quoted, serialize_term, spo
 from ..schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
 from . import namespaces as ns
-from .uris import final_stage_uris
+from .uris import final_stage_uris, parse_trace_uri
 
 #: A trace (or part of one) as JSON-ready data.
 Json = dict[str, Any]
@@ -165,8 +166,38 @@ def build_trace(triples: Iterable[Triple] | TraceIndex, uri: str, *, labels: Map
         out.update(_docrag(index, uri, answers, chains, removed))
     else:
         out.update(_agent(index, uri, labels, answers, chains, removed, _within | {uri}))
+    out["timings"] = stage_timings(index, uri, out["time"])
     out["status"] = trace_status(out)
     return out
+
+
+def _instant(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def stage_timings(index: TraceIndex, uri: str, started: str | None) -> list[Json]:
+    """When each stage of the trace rooted at ``uri`` was produced (``prov:generatedAtTime``), in order:
+    ``{uri, stage, at, after_ms}``, ``after_ms`` counted from the Question's start.  Stages of sub-traces
+    are theirs; traces stored before stages were stamped have none."""
+    root = parse_trace_uri(uri)
+    if root is None:
+        return []
+    start = _instant(started)
+    found: list[tuple[datetime, str, Json]] = []
+    for s, props in index.props.items():
+        stamps = props.get(ns.PROV_GENERATED_AT_TIME)
+        stamp = stamps[0] if stamps else None
+        node = parse_trace_uri(s)
+        at = _instant(stamp.value) if stamp is not None else None
+        if stamp is None or at is None or node is None or (node.kind, node.session) != (root.kind, root.session):
+            continue
+        after = round((at - start).total_seconds() * 1000, 1) if start is not None else None
+        found.append((at, s, {"uri": s, "stage": node.stage, "at": stamp.value, "after_ms": after}))
+    found.sort(key=lambda f: (f[0], natural_key(f[1])))
+    return [timing for _, _, timing in found]
 
 
 def trace_status(trace: Mapping[str, Any]) -> str:

@@ -23,7 +23,7 @@ from ..schema.primitives import IRI, LITERAL, TRIPLE, Term, Triple
 from . import namespaces as ns
 
 __all__ = [
-    "EdgeSelection", "LlmUsage", "edge_id", "timestamp_literal", "in_graph",
+    "EdgeSelection", "LlmUsage", "edge_id", "timestamp_literal", "stage_time_triple", "in_graph",
     "question_triples", "grounding_triples", "exploration_triples", "focus_triples", "synthesis_triples",
     "error_triples", "docrag_question_triples", "docrag_exploration_triples", "docrag_synthesis_triples",
     "document_triples", "page_triples", "chunk_triples", "subgraph_triples", "activity_triples",
@@ -258,6 +258,16 @@ def error_triples(error_uri: str, parent_uri: str, message: str, stage: str, *,
     out.append(Triple(e, _c(ns.TG_STAGE), _text(stage), graph))
     out.append(Triple(e, _c(ns.TG_ERROR_MESSAGE), _text(message[:4000]), graph))
     return out
+
+
+def stage_time_triple(stage_uri: str, when: datetime | str | None = None, *,
+                      graph: str = ns.GRAPH_RETRIEVAL) -> Triple:
+    """``prov:generatedAtTime`` of a stage after the Question: when the query produced it (``None``: now).
+
+    Added by the query session as it records each stage, so the builders above stay pure and a trace
+    says where its time went (the Question's ``prov:startedAtTime`` is the start).
+    """
+    return Triple(_iri(stage_uri), _c(ns.PROV_GENERATED_AT_TIME), timestamp_literal(when), graph)
 
 
 #: Stage classes no other stage of the same trace follows: a GraphRAG or DocumentRAG Synthesis,

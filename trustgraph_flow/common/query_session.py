@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from trustgraph_base.provenance.namespaces import GRAPH_RETRIEVAL
-from trustgraph_base.provenance.triples import error_triples
+from trustgraph_base.provenance.triples import error_triples, stage_time_triple
 from trustgraph_base.provenance.uris import parse_trace_uri
 from trustgraph_base.schema import Triple
 
@@ -146,6 +146,7 @@ class QuerySession(Generic[R]):
         self.stream = ResponseStream(emit)  # queued explain events, then the messages sent after them
         self._answer: list[str] = []
         self._leading: str | None = ""  # whitespace before the first text of the answer, sent with that text
+        self._stamps: dict[str, Triple] = {}  # stage URI -> its prov:generatedAtTime, made when it is first stored
 
     async def run(self, query: Callable[[], Awaitable[None]]) -> None:
         """Run ``query``; a failure ends the session (and its trace) with an error, a cancellation goes on up."""
@@ -177,6 +178,7 @@ class QuerySession(Generic[R]):
         """
         if not self.explainable:
             return
+        triples = self._stamped(uri, triples, new=True)
         if answer is None:
             self.writes.start(uri, lambda: self.ports.store_explain(self.user, self.collection, uri, triples))
         else:
@@ -186,12 +188,30 @@ class QuerySession(Generic[R]):
         """Send a stage's explain event to the client (``extra``: more fields of the event)."""
         if not self.explainable:
             return
+        triples = self._stamped(uri, triples, new=False)
         event = self.response(message_type="explain", explain_id=uri, explain_collection=self.collection,
                               explain_graph=GRAPH_RETRIEVAL, explain_triples=triples, **extra)
         if self.queue_events:
             self.stream.send_soon(event)
         else:
             await self.send(event)
+
+    def _stamped(self, uri: str, triples: Sequence[Triple], *, new: bool) -> list[Triple]:
+        """``triples`` with the stage's ``prov:generatedAtTime`` (docs/trace-model.md, "Timing").
+
+        The time is made when the stage is first stored (``new``) and the same triple goes with its
+        explain event, so the stored and the streamed stage agree.  The Question has its
+        ``prov:startedAtTime``; an event this session did not store (a sub-query's, which the agent
+        forwards) keeps the stamps its own session gave it.
+        """
+        if uri == self.question_uri:
+            return list(triples)
+        stamp = self._stamps.get(uri)
+        if stamp is None:
+            if not new:
+                return list(triples)
+            stamp = self._stamps[uri] = stage_time_triple(uri)
+        return [*triples, stamp]
 
     async def explain(self, uri: str, triples: list[Triple], answer: tuple[str, str] | None = None,
                       **extra: Any) -> None:
