@@ -3,25 +3,16 @@
 On the in-process bus with SQLite and (integration tier) on real Pulsar with Cassandra: one query is one
 trace whose spans cover every service hop with the right parents, its model spans carry the token counts
 the PROV trace records, every span names the Question (``trustgraph.explain_id``) and the Question names
-the trace (``tg:otelTraceId``).  Phoenix comes from ``scripts/phoenix.sh`` (a venv of its own); when it
-cannot be installed the tests skip, and fail under ``CI=true``.
+the trace (``tg:otelTraceId``).  The receiver is Phoenix (``tests/otel_receiver.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
+from otel_receiver import Phoenix, flat_attributes, start_phoenix
 
 from trustgraph_base import telemetry
 from trustgraph_base.provenance import namespaces as ns
@@ -32,107 +23,11 @@ from trustgraph_flow.embedded import QUERY_STACK
 
 pytestmark = pytest.mark.timeout(600)
 
-ROOT = Path(__file__).resolve().parents[2]
-PHOENIX_START_SECONDS = 180.0
-
-
-def _required() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("REQUIRE_INTEGRATION") == "1"
-
-
-def _unavailable(message: str) -> None:
-    if _required():
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Phoenix:
-    """A running Phoenix server: its OTLP/HTTP endpoint and its REST API."""
-
-    url: str
-    log: Path
-
-    @property
-    def traces_endpoint(self) -> str:
-        return f"{self.url}/v1/traces"
-
-    def spans(self, trace_id: str, *, at_least: int, timeout: float = 60.0) -> list[dict]:
-        """The spans of ``trace_id`` once the trace is whole: ``at_least`` spans, a root, every parent present,
-        and no new span for a second (Phoenix ingests in the background)."""
-        deadline = time.monotonic() + timeout
-        found: list[dict] = []
-        seen = -1
-        while True:
-            found = [s for s in self._all_spans() if s["context"]["trace_id"] == trace_id]
-            ids = {s["context"]["span_id"] for s in found}
-            whole = (len(found) >= at_least and any(not s["parent_id"] for s in found)
-                     and all(s["parent_id"] in ids for s in found if s["parent_id"]))
-            if (whole and len(found) == seen) or time.monotonic() > deadline:
-                return found
-            seen = len(found) if whole else -1
-            time.sleep(1.0)
-
-    def _all_spans(self) -> list[dict]:
-        out: list[dict] = []
-        cursor = ""
-        while True:
-            query = "limit=1000" + (f"&cursor={cursor}" if cursor else "")
-            with urllib.request.urlopen(f"{self.url}/v1/projects/default/spans?{query}", timeout=30) as r:
-                page = json.loads(r.read())
-            out += page["data"]
-            cursor = page.get("next_cursor") or ""
-            if not cursor:
-                return out
-
-
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory) -> Iterator[Phoenix]:
     """Phoenix serving on free ports of 127.0.0.1 with a working directory of its own."""
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "phoenix.sh"), "ensure"], capture_output=True, text=True,
-                          timeout=900)
-    if proc.returncode != 0:
-        _unavailable(f"cannot install Arize Phoenix (scripts/phoenix.sh): {proc.stderr.strip()[-1000:]}")
-    bin_dir = Path(proc.stdout.strip().splitlines()[-1])
-    work = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port),
-           "PHOENIX_GRPC_PORT": str(_free_port())}
-    for name in [n for n in env if n.startswith("OTEL_")]:
-        del env[name]  # Phoenix must not trace itself into the suite's settings
-    log = work / "phoenix.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([str(bin_dir / "phoenix"), "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + PHOENIX_START_SECONDS
-        while True:
-            if server.poll() is not None:
-                _unavailable(f"phoenix serve exited with {server.returncode}: "
-                             f"{log.read_text(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                _unavailable(f"phoenix serve not ready after {PHOENIX_START_SECONDS:.0f} s")
-            time.sleep(1)
-        yield Phoenix(url, log)
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
+    with start_phoenix(tmp_path_factory.mktemp("phoenix")) as server:
+        yield server
 
 
 @pytest.fixture
@@ -143,18 +38,6 @@ def tracing(phoenix) -> Iterator[Phoenix]:
         yield phoenix
     finally:
         telemetry.shutdown()
-
-
-def _flat(attributes: dict, prefix: str = "") -> dict[str, Any]:
-    """Phoenix nests dotted attribute names (``gen_ai.usage`` -> {"gen_ai": {"usage": ...}}); flatten them."""
-    out: dict[str, Any] = {}
-    for key, value in attributes.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flat(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 def _script(template_id, terms, messages):
@@ -209,7 +92,7 @@ async def test_graph_rag_query_is_one_trace_linked_to_its_prov_trace(deployment,
     assert telemetry.flush()
     spans = tracing.spans(trace_id, at_least=len(HOPS) + 4)
     by_id = {s["context"]["span_id"]: s for s in spans}
-    attrs = {s["context"]["span_id"]: _flat(s["attributes"]) for s in spans}
+    attrs = {s["context"]["span_id"]: flat_attributes(s["attributes"]) for s in spans}
 
     # one trace, one root (this test's client call), every other span's parent in the trace
     roots = [s for s in spans if not s["parent_id"]]
@@ -298,3 +181,45 @@ async def test_tracing_off_records_no_trace_id(deployment, llm_server, llm_setti
     finally:
         await stack.stop()
     assert _values(trace, q_uri, ns.TG_QUERY) and not _values(trace, q_uri, ns.TG_OTEL_TRACE_ID)
+
+
+async def test_an_exporter_that_fails_never_fails_a_query(deployment, llm_server, llm_settings, monkeypatch, caplog):
+    """Spans sent to an endpoint nobody listens on are dropped; the query answers and its trace is stored."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")  # export at once, so the failures happen during the query
+    llm_server.set_script(_script)
+    from trustgraph_cli.connection import Connection
+
+    assert telemetry.install_state("trustgraph-tests", endpoint=f"http://127.0.0.1:{dead}/v1/traces")
+    try:
+        stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+        try:
+            async with Connection.attach(stack, timeout=60) as conn:
+                client = await conn.client("graph-rag")
+                msgs = [m async for m in client.stream(GraphRagQuery(
+                    query="Who discovered polonium?", user=deployment.user, collection=deployment.collection))]
+            await stack.wait_idle()
+            q_uri = next(m.explain_id for m in msgs if m.message_type == "explain")
+            triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+
+            async def q(patterns):
+                return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns)
+                        for t in r]
+
+            trace = await collect_trace(q, q_uri)
+        finally:
+            await stack.stop()
+        telemetry.flush(5000)
+    finally:
+        telemetry.shutdown()
+    assert any(r.name.startswith("opentelemetry.exporter") and r.levelname == "ERROR" for r in caplog.records), \
+        "the exporter did not fail: the test proves nothing"
+    final = msgs[-1]
+    assert final.end_of_session and final.error is None and "polonium" in "".join(
+        m.response or "" for m in msgs).lower()
+    assert validate_trace(trace).conforms and len(_values(trace, q_uri, ns.TG_OTEL_TRACE_ID)) == 1
