@@ -66,16 +66,20 @@ class Phoenix:
     def traces_endpoint(self) -> str:
         return f"{self.url}/v1/traces"
 
-    def spans(self, trace_id: str, *, at_least: int = 1, timeout: float = 60.0) -> list[dict]:
+    def spans(self, trace_id: str, *, at_least: int = 1, timeout: float = 60.0, root_parent: str = "") -> list[dict]:
         """The spans of ``trace_id`` once the trace is whole: ``at_least`` spans, a root, every parent present,
-        and no new span for a second (Phoenix ingests in the background)."""
+        and no new span for a second (Phoenix ingests in the background).
+
+        :param root_parent: the span id the root's parent has when the trace began outside (a caller's
+            ``traceparent``); that parent is not among the spans.
+        """
         deadline = time.monotonic() + timeout
         found: list[dict] = []
         seen = -1
         while True:
             found = [s for s in self._all_spans() if s["context"]["trace_id"] == trace_id]
-            ids = {s["context"]["span_id"] for s in found}
-            whole = (len(found) >= at_least and any(not s["parent_id"] for s in found)
+            ids = {s["context"]["span_id"] for s in found} | ({root_parent} if root_parent else set())
+            whole = (len(found) >= at_least and any((s["parent_id"] or "") == root_parent for s in found)
                      and all(s["parent_id"] in ids for s in found if s["parent_id"]))
             if (whole and len(found) == seen) or time.monotonic() > deadline:
                 return found

@@ -9,10 +9,11 @@ variables, each its own process on Pulsar: one trace crosses the processes.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator
 
 import pytest
-from e2e_support import GRAPH_QUESTION
+from e2e_support import GRAPH_QUESTION, GROUPS, ServiceProcess, base_env, group_config, script, wait_ready
 from otel_receiver import Phoenix, flat_attributes, start_phoenix
 
 pytestmark = pytest.mark.e2e
@@ -66,3 +67,34 @@ def test_tracing_off_leaves_no_trace_id(embedded_deployment):
     q_uri = QUESTION_URI.search(asked.stdout).group(0)
     assert embedded_deployment.trace_json(q_uri)["otel_trace_id"] is None
     assert "OpenTelemetry trace:" not in embedded_deployment.ok("tg-show-explain-trace", q_uri).stdout
+
+
+@pytest.mark.integration
+def test_services_in_their_own_processes_on_pulsar_make_one_trace(distributed_deployment, phoenix, pulsar_service,
+                                                                  cassandra_service, tmp_path):
+    """graph-rag (its console script) and the store and model services (``tg-processor-group``), started with the
+    OTEL_* variables on a flow of their own over the session's data: the command's query is one trace across
+    the three processes."""
+    flow = f"otel{uuid.uuid4().hex[:8]}"
+    env = base_env({"PULSAR_ADMIN_URL": pulsar_service.admin_url, "TG_LOG_LEVEL": "INFO",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.url})
+    if pulsar_service.listener_name:
+        env["PULSAR_LISTENER_NAME"] = pulsar_service.listener_name
+    config = tmp_path / "stores.toml"
+    config.write_text(group_config("stores", pulsar_service.url, flow, cassandra_service.host,
+                                   int(cassandra_service.port)))
+    services = [ServiceProcess("stores", [script("tg-processor-group"), "-c", str(config)], tmp_path / "stores.log",
+                               GROUPS["stores"]),
+                ServiceProcess("graph-rag", [script("graph-rag"), "--pubsub", "pulsar", "--pulsar-url",
+                                             pulsar_service.url, "--flow", flow], tmp_path / "graph-rag.log",
+                               ["graph-rag"])]
+    for s in services:
+        s.start(env)
+    try:
+        wait_ready(services, 240.0)
+        d = distributed_deployment
+        traced = type(d)(d.kind, d.user, {**d.env, "TG_FLOW": flow}, tmp_path, flow=flow)
+        check_query_trace(traced, phoenix, HOPS)
+    finally:
+        left = [f"{s.name}: {s.stop()}" for s in services]
+    assert all(x.endswith(": []") for x in left), left

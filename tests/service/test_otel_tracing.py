@@ -223,3 +223,46 @@ async def test_an_exporter_that_fails_never_fails_a_query(deployment, llm_server
     assert final.end_of_session and final.error is None and "polonium" in "".join(
         m.response or "" for m in msgs).lower()
     assert validate_trace(trace).conforms and len(_values(trace, q_uri, ns.TG_OTEL_TRACE_ID)) == 1
+
+
+async def test_a_rest_call_with_a_traceparent_continues_the_callers_trace(deployment, tracing):
+    """A caller's W3C ``traceparent`` header makes the gateway's span (and so the whole query) part of its trace."""
+    import secrets
+
+    import aiohttp
+
+    from trustgraph_flow.gateway.auth import Auth
+    from trustgraph_flow.gateway.service import ApiGateway
+
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    stack = await deployment.start(QUERY_STACK)
+    gateway = ApiGateway(backend=stack.backend, flow=stack.flow, port=0, auth=Auth(default_user=deployment.user))
+    await gateway.start()
+    try:
+        async with aiohttp.ClientSession() as http, http.post(
+                f"{gateway.url}api/v1/flow/{stack.flow}/service/graph-rag",
+                json={"workspace": "default", "query": "Who discovered polonium?", "collection": deployment.collection},
+                headers={"traceparent": f"00-{trace_id}-{caller}-01"}) as resp:
+            body = await resp.json()
+        await stack.wait_idle()
+        triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+        telemetry.flush()
+        spans = tracing.spans(trace_id, at_least=6, root_parent=caller)
+        attrs = {s["context"]["span_id"]: flat_attributes(s["attributes"]) for s in spans}
+        rag = next(s for s in spans if s["name"] == "graph-rag request")
+        q_uri = attrs[rag["context"]["span_id"]][telemetry.EXPLAIN_ID]
+
+        async def q(patterns):
+            return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
+
+        trace = await collect_trace(q, q_uri)
+    finally:
+        await gateway.stop()
+        await stack.stop()
+    assert resp.status == 200 and "error" not in body and body["response"], body
+    [root] = [s for s in spans if s["parent_id"] == caller]
+    assert root["name"] == "api-gateway graph-rag"
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    parent = by_id[rag["parent_id"]]
+    assert parent["name"] == "call graph-rag" and parent["parent_id"] == root["context"]["span_id"]
+    assert _values(trace, q_uri, ns.TG_OTEL_TRACE_ID) == [trace_id]
