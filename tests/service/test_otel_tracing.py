@@ -266,3 +266,71 @@ async def test_a_rest_call_with_a_traceparent_continues_the_callers_trace(deploy
     parent = by_id[rag["parent_id"]]
     assert parent["name"] == "call graph-rag" and parent["parent_id"] == root["context"]["span_id"]
     assert _values(trace, q_uri, ns.TG_OTEL_TRACE_ID) == [trace_id]
+
+
+def _agent_script(template_id, terms, messages):
+    if template_id == "agent-react":
+        if terms.get("history"):
+            return "Thought: the graph answered.\nFinal Answer: Marie and Pierre Curie discovered polonium."
+        return 'Thought: ask the graph.\nAction: knowledge-query\nArgs: {"question": "Who discovered polonium?"}'
+    return _script(template_id, terms, messages)
+
+
+async def test_an_agent_and_its_graph_rag_sub_query_are_one_trace(deployment, tracing, llm_server, llm_settings):
+    """The agent's tool call runs a GraphRAG sub-query in the same OpenTelemetry trace; each Question records it,
+    each span names the Question of the query it worked for, and the model spans' tokens are those both PROV
+    traces record."""
+    import uuid
+
+    from trustgraph_base.schema import AgentRequest
+    from trustgraph_cli.connection import Connection
+
+    llm_server.set_script(_agent_script)
+    sid = f"otel-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        async with Connection.attach(stack, timeout=60) as conn:
+            client = await conn.client("agent")
+            msgs = [m async for m in client.stream(AgentRequest(
+                question="Who discovered polonium?", user=deployment.user, collection=deployment.collection,
+                session_id=sid))]
+        await stack.wait_idle()
+        triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+
+        async def q(patterns):
+            return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
+
+        agent_trace = await collect_trace(q, root)
+        [trace_id] = _values(agent_trace, root, ns.TG_OTEL_TRACE_ID)
+        assert telemetry.flush()
+        spans = tracing.spans(trace_id, at_least=15)
+        attrs = {s["context"]["span_id"]: flat_attributes(s["attributes"]) for s in spans}
+        [rag] = [s for s in spans if s["name"] == "graph-rag request"]
+        sub = attrs[rag["context"]["span_id"]][telemetry.EXPLAIN_ID]
+        sub_trace = await collect_trace(q, sub)
+    finally:
+        await stack.stop()
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None
+    assert sub.startswith("urn:trustgraph:question:") and _values(sub_trace, sub, ns.TG_OTEL_TRACE_ID) == [trace_id]
+    assert validate_trace(agent_trace).conforms and validate_trace(sub_trace).conforms
+    by_id = {s["context"]["span_id"]: s for s in spans}
+
+    def under_rag(span: dict) -> bool:
+        while span["parent_id"]:
+            if span["parent_id"] == rag["context"]["span_id"]:
+                return True
+            span = by_id[span["parent_id"]]
+        return False
+
+    for s in spans:
+        expected = sub if under_rag(s) or s is rag else root
+        assert attrs[s["context"]["span_id"]].get(telemetry.EXPLAIN_ID) == expected, (s["name"], expected)
+    usage = {stage: (int(i), int(o)) for trace in (agent_trace, sub_trace) for stage in trace_stages(trace)
+             for i, o in zip(_values(trace, stage, ns.TG_IN_TOKEN), _values(trace, stage, ns.TG_OUT_TOKEN),
+                             strict=True)}  # by stage: the agent's trace may hold its sub-trace's stages too
+    recorded = sorted(usage.values())
+    spent = sorted((attrs[s["context"]["span_id"]]["gen_ai.usage.input_tokens"],
+                    attrs[s["context"]["span_id"]]["gen_ai.usage.output_tokens"])
+                   for s in spans if s["name"].startswith("chat "))
+    assert len(spent) == 4 and spent == recorded, (spent, recorded)

@@ -233,7 +233,8 @@ class RequestResponseClient:
         rids: list[str] = []
         span = self._span()
         error: BaseException | None = None
-        named = span is None  # whether the span names the query's Question yet
+        # Whether the span names a Question yet: a call made for a query (an agent's tool call) names that query's
+        named = span is None or bool(telemetry.current_explain_id())
         try:
             rid, data = await self._first_reply(request, queue, rids, timeout, span)
             self._forget([r for r in rids if r != rid])
@@ -241,8 +242,8 @@ class RequestResponseClient:
                 response = decode(self.response_schema, data)
                 explain_id = None if named else getattr(response, "explain_id", None)
                 if isinstance(explain_id, str) and explain_id:
-                    # the first explain event is the Question the service minted: the caller's span names it
-                    # too (later events name the stages)
+                    # else the first explain event is the Question the service minted: the caller's span names
+                    # it too (later events name the stages)
                     telemetry.set_attributes({telemetry.EXPLAIN_ID: explain_id}, span)
                     named = True
                 yield response

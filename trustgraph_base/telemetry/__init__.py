@@ -5,6 +5,7 @@ from .tracing import (
     SERVICE,
     configure,
     consumer_span,
+    current_explain_id,
     current_trace_id,
     enabled,
     end_span,
@@ -20,6 +21,6 @@ from .tracing import (
     start_span,
 )
 
-__all__ = ["EXPLAIN_ID", "SERVICE", "configure", "consumer_span", "current_trace_id", "enabled", "end_span",
-           "extract", "flush", "inject", "install_state", "set_attributes", "set_explain_id", "shutdown", "span",
-           "span_context", "start_span"]
+__all__ = ["EXPLAIN_ID", "SERVICE", "configure", "consumer_span", "current_explain_id", "current_trace_id", "enabled",
+           "end_span", "extract", "flush", "inject", "install_state", "set_attributes", "set_explain_id", "shutdown",
+           "span", "span_context", "start_span"]

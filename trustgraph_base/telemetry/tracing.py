@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXPLAIN_ID", "INSTRUMENTATION", "SERVICE", "configure", "consumer_span", "current_trace_id", "enabled",
-           "end_span", "extract", "flush", "inject", "install_state", "set_attributes", "set_explain_id", "shutdown",
-           "span", "span_context", "start_span"]
+__all__ = ["EXPLAIN_ID", "INSTRUMENTATION", "SERVICE", "configure", "consumer_span", "current_explain_id",
+           "current_trace_id", "enabled", "end_span", "extract", "flush", "inject", "install_state", "set_attributes",
+           "set_explain_id", "shutdown", "span", "span_context", "start_span"]
 
 #: The attribute (and baggage key) naming the Question of an explainable query.
 EXPLAIN_ID = "trustgraph.explain_id"
@@ -257,6 +257,13 @@ def set_explain_id(uri: str) -> None:
 
     trace.get_current_span().set_attribute(EXPLAIN_ID, uri)
     otel_context.attach(baggage.set_baggage(EXPLAIN_ID, uri))
+
+
+def current_explain_id() -> str:
+    """The Question URI the current context carries as baggage ("" when none, or tracing is off)."""
+    if _tracer() is None:
+        return ""
+    return _explain_id(None)
 
 
 def current_trace_id() -> str:
