@@ -160,3 +160,40 @@ def test_show_explain_trace_prints_the_trace_id():
     assert f"OpenTelemetry trace: {TRACE_ID}" in buffer.getvalue()
     assert build_trace(question_triples(uris.question_uri("s2"), "Who?", WHEN),
                        uris.question_uri("s2"))["otel_trace_id"] is None
+
+
+def _python(code: str, env: dict[str, str] | None = None) -> str:
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**clean, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_off_nothing_of_opentelemetry_is_even_imported():
+    code = ("import sys; from trustgraph_base import telemetry; "
+            "print(telemetry.configure(), telemetry.enabled(), telemetry.inject({}), "
+            "any(m.startswith('opentelemetry') for m in sys.modules))")
+    assert _python(code) == "False False {} False"
+
+
+def test_a_global_provider_set_by_the_application_receives_the_spans():
+    """Under auto-instrumentation (a global provider, no OTLP endpoint of ours) the spans go to that provider."""
+    code = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+from trustgraph_base import telemetry
+with telemetry.span("graph-rag request"):
+    pass
+print(telemetry.enabled(), [s.name for s in exporter.get_finished_spans()])
+"""
+    assert _python(code) == "True ['graph-rag request']"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -73,13 +74,11 @@ def install_state(default_service_name: str = "trustgraph", *, endpoint: str | N
     _state = _State()
     if _truthy("OTEL_SDK_DISABLED"):
         return False
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return False  # the [otel] extra is not installed
     if endpoint is None and not _endpoint_configured():
-        # Someone else's provider (auto-instrumentation) is used as it is; else tracing stays off.
-        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # Someone else's provider (auto-instrumentation) is used as it is; else tracing stays off, and nothing
+        # of OpenTelemetry is imported (whoever set a provider up has imported it already).
+        trace = sys.modules.get("opentelemetry.trace")
+        if trace is not None and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             _state.tracer = trace.get_tracer(INSTRUMENTATION)
             return True
         return False
