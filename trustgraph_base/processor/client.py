@@ -233,7 +233,8 @@ class RequestResponseClient:
         rids: list[str] = []
         span = self._span()
         error: BaseException | None = None
-        # Whether the span names a Question yet: a call made for a query (an agent's tool call) names that query's
+        # Whether the span names a Question yet: a call made for a query (an agent's tool call) names that
+        # query's Question, from the baggage
         named = span is None or bool(telemetry.current_explain_id())
         try:
             rid, data = await self._first_reply(request, queue, rids, timeout, span)
