@@ -185,18 +185,10 @@ async def show_trace(uri, fmt, show_provenance, max_answer, user, collection, ta
         # only the trace's own documents: a (forged) trace may point tg:document at any document
         answers = await _documents(conn, user, collection, trace_answers([uri, *trace_questions(triples)], triples))
         trace = build_trace(index, uri, labels=labels, answers=answers, chains=chains, removed=removed)
-        trace["otel_trace_id"] = otel_trace_id(index, uri)
     if fmt == "json":
         out_json(trace)
     else:
         render_text(trace, show_provenance, max_answer)
-
-
-def otel_trace_id(index, uri: str) -> str | None:
-    """The OpenTelemetry trace id the Question ``uri`` records (``tg:otelTraceId``), or None (docs/observability.md)."""
-    from trustgraph_base.provenance import namespaces as ns
-
-    return index.text(uri, ns.TG_OTEL_TRACE_ID) or None
 
 
 async def _documents(conn, user: str, collection: str, ids: list[str]) -> dict[str, str]:

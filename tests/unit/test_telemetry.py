@@ -17,8 +17,8 @@ from trustgraph_base.provenance import namespaces as ns
 from trustgraph_base.rdf import validate_trace
 from trustgraph_base.schema import Triple, iri, literal
 from trustgraph_base.telemetry import genai
-from trustgraph_cli.explain import otel_trace_id, render_text
-from trustgraph_cli.trace_model import TraceIndex, build_trace
+from trustgraph_cli.explain import render_text
+from trustgraph_cli.trace_model import build_trace
 
 pytestmark = pytest.mark.unit
 
@@ -152,16 +152,14 @@ def test_shapes_reject_a_malformed_or_second_trace_id():
 
 
 def test_show_explain_trace_prints_the_trace_id():
-    index = TraceIndex(_question())
-    trace = build_trace(index, uris.question_uri("s1"))
-    trace["otel_trace_id"] = otel_trace_id(index, uris.question_uri("s1"))
+    trace = build_trace(_question(), uris.question_uri("s1"))
     assert trace["otel_trace_id"] == TRACE_ID
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         render_text(trace, False, 0)
     assert f"OpenTelemetry trace: {TRACE_ID}" in buffer.getvalue()
-    untraced = TraceIndex(question_triples(uris.question_uri("s2"), "Who?", WHEN))
-    assert otel_trace_id(untraced, uris.question_uri("s2")) is None
+    assert build_trace(question_triples(uris.question_uri("s2"), "Who?", WHEN),
+                       uris.question_uri("s2"))["otel_trace_id"] is None
 
 
 def _python(code: str, env: dict[str, str] | None = None) -> str:
