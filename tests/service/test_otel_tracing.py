@@ -225,25 +225,37 @@ async def test_an_exporter_that_fails_never_fails_a_query(deployment, llm_server
     assert validate_trace(trace).conforms and len(_values(trace, q_uri, ns.TG_OTEL_TRACE_ID)) == 1
 
 
-async def test_a_rest_call_with_a_traceparent_continues_the_callers_trace(deployment, tracing):
-    """A caller's W3C ``traceparent`` header makes the gateway's span (and so the whole query) part of its trace."""
+@pytest.mark.parametrize("transport", ["rest", "websocket"])
+async def test_a_gateway_call_with_a_traceparent_continues_the_callers_trace(deployment, tracing, transport):
+    """A caller's W3C ``traceparent`` header (on the REST request, or on the WebSocket's upgrade request) makes
+    the gateway's span, and so the whole query, part of the caller's trace."""
     import secrets
 
     import aiohttp
+    from gateway_client import Socket
 
     from trustgraph_flow.gateway.auth import Auth
     from trustgraph_flow.gateway.service import ApiGateway
 
     trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    headers = {"traceparent": f"00-{trace_id}-{caller}-01"}
+    question = {"query": "Who discovered polonium?", "collection": deployment.collection}
     stack = await deployment.start(QUERY_STACK)
     gateway = ApiGateway(backend=stack.backend, flow=stack.flow, port=0, auth=Auth(default_user=deployment.user))
     await gateway.start()
     try:
-        async with aiohttp.ClientSession() as http, http.post(
-                f"{gateway.url}api/v1/flow/{stack.flow}/service/graph-rag",
-                json={"workspace": "default", "query": "Who discovered polonium?", "collection": deployment.collection},
-                headers={"traceparent": f"00-{trace_id}-{caller}-01"}) as resp:
-            body = await resp.json()
+        async with aiohttp.ClientSession() as http:
+            if transport == "rest":
+                async with http.post(f"{gateway.url}api/v1/flow/{stack.flow}/service/graph-rag", headers=headers,
+                                     json={"workspace": "default", **question}) as resp:
+                    status, body = resp.status, await resp.json()
+            else:
+                sock = Socket(await http.ws_connect(gateway.url + "api/v1/socket", headers=headers), stack.flow)
+                assert (await sock.auth(""))["type"] == "auth-ok"
+                frames = await sock.call("graph-rag", {**question, "streaming": True})
+                await sock.ws.close()
+                status, body = 200, {"response": "".join(f["response"].get("response") or "" for f in frames
+                                                         if "response" in f)}
         await stack.wait_idle()
         triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
         telemetry.flush()
@@ -259,9 +271,9 @@ async def test_a_rest_call_with_a_traceparent_continues_the_callers_trace(deploy
     finally:
         await gateway.stop()
         await stack.stop()
-    assert resp.status == 200 and "error" not in body and body["response"], body
+    assert status == 200 and "error" not in body and body["response"], body
     [root] = [s for s in spans if s["parent_id"] == caller]
-    assert root["name"] == "api-gateway graph-rag"
+    assert root["name"] == ("api-gateway graph-rag" if transport == "rest" else "api-gateway websocket request")
     by_id = {s["context"]["span_id"]: s for s in spans}
     parent = by_id[rag["parent_id"]]
     assert parent["name"] == "call graph-rag" and parent["parent_id"] == root["context"]["span_id"]
