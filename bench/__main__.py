@@ -137,6 +137,7 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "agent": (_ours("agent"), "agent provenance cost per iteration (issue 9)"),
     "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; graph-rag anchors "
                                       "(issue 8)"),
+    "otel": (_ours("otel"), "OpenTelemetry tracing: GraphRAG latency on / off / not installed, interleaved"),
     "cli": (_ours("cli"), "tg-invoke-graph-rag -x first line, trace list/show at 100k traces (issue 10)"),
     "memory": (_ours("memory"), "peak RSS: quickstart, each service process (issue 11)"),
     "scaling": (_ours("scaling"), "GraphRAG and store latency at 10k, 100k, 1M triples (issue 11)"),

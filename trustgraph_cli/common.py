@@ -25,6 +25,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from trustgraph_base import telemetry
+
 from .terminal_text import ECHO_LIMIT, clip, is_utf8, printable, quoted
 
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -353,7 +355,9 @@ def _exit(code: int) -> None:
     ends at once (output flushed, clients and stack already closed): native code can abort
     ("terminate called without an active exception") while the interpreter shuts down.  The
     Pulsar C++ client does (apache/pulsar-client-python#256), and once in CI so did an embedded
-    ``tg-load-document`` that never touched Pulsar (its stack had loaded the ONNX embedder)."""
+    ``tg-load-document`` that never touched Pulsar (its stack had loaded the ONNX embedder).
+    Spans still queued for the tracing exporter go out first (docs/observability.md)."""
+    telemetry.shutdown()
     connection = sys.modules.get("trustgraph_cli.connection")
     if connection is not None and getattr(connection, "native_runtime_started", False):
         from trustgraph_base.hard_exit import hard_exit

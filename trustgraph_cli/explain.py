@@ -207,6 +207,8 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
     p(f"Status: {_STATUS_TEXT.get(status, status)}")
     if trace.get("parent"):
         p(f"Asked by: {trace['parent']}")
+    if trace.get("otel_trace_id"):
+        p(f"OpenTelemetry trace: {trace['otel_trace_id']}")
     if trace.get("grounding"):
         p()
         p("--- Grounding ---")

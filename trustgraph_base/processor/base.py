@@ -36,12 +36,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from .. import telemetry
 from ..codec import CodecError, decode, encode
 from ..pubsub.base import Backend, BackendError, Consumer, Message, Producer
 from ..pubsub.topics import dead_letter_queue
@@ -93,6 +96,8 @@ class TypedProducer:
     async def send(self, obj: Any, properties: dict[str, str] | None = None) -> None:
         if not isinstance(obj, self.schema):
             raise TypeError(f"{self.queue} carries {self.schema.__name__}, not {type(obj).__name__}")
+        if telemetry.enabled():  # the consumer's span becomes a child of the current one
+            properties = telemetry.inject(dict(properties or {}))
         await self._producer.send(encode(obj), properties)
 
 
@@ -279,6 +284,16 @@ class Processor:
                 if self._in_flight == 0:
                     self._idle.set()
 
+    def _span(self, spec: ConsumerSpec, msg: Message) -> AbstractContextManager[Any]:
+        """The span of handling ``msg``: a child of the span that sent it (docs/observability.md)."""
+        if not telemetry.enabled():
+            return contextlib.nullcontext()
+        return telemetry.consumer_span(
+            f"{self.id} {spec.name}", msg.properties, kind="server" if spec.response_queue else "consumer",
+            attributes={telemetry.SERVICE: self.id, "messaging.system": self.backend.name,
+                        "messaging.operation.type": "process", "messaging.destination.name": spec.queue,
+                        "messaging.message.id": msg.message_id})
+
     async def _handle(self, spec: ConsumerSpec, consumer: Consumer, msg: Message) -> None:
         ctx = MessageContext(self.id, spec.name, spec.queue, msg.message_id, msg.properties, msg.redelivery_count,
                              self._reply_producers.get(spec.response_queue) if spec.response_queue else None,
@@ -296,7 +311,8 @@ class Processor:
             return
         t0 = time.perf_counter()
         try:
-            await spec.handler(obj, ctx)
+            with self._span(spec, msg):
+                await spec.handler(obj, ctx)
         except Exception as e:  # noqa: BLE001 - every failure is either replied to or redelivered
             HANDLER_SECONDS.labels(self.id, spec.name).observe(time.perf_counter() - t0)
             MESSAGES.labels(self.id, spec.name, "error").inc()

@@ -23,11 +23,15 @@ import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import telemetry
 from ..codec import decode, encode
 from ..pubsub.base import Backend, BackendError, Consumer, Producer
 from .metrics import REQUESTS
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +144,16 @@ class RequestResponseClient:
             except Exception:  # noqa: BLE001 - ack of a dropped connection; the reply was already routed
                 pass
 
-    async def _send(self, payload: bytes, queue: asyncio.Queue[tuple[str, bytes]], rids: list[str]) -> None:
+    def _span(self) -> Span | None:
+        """The client span of one call (None when tracing is off); the service's span is its child."""
+        if not telemetry.enabled():
+            return None
+        return telemetry.start_span(f"call {self.service}", kind="client", attributes={
+            telemetry.SERVICE: self.owner, "messaging.system": self.backend.name,
+            "messaging.operation.type": "send", "messaging.destination.name": self.request_queue})
+
+    async def _send(self, payload: bytes, queue: asyncio.Queue[tuple[str, bytes]], rids: list[str],
+                    span: Span | None = None) -> None:
         """Send one attempt under a new id routed to ``queue``; the id is appended to ``rids``."""
         if self._producer is None:
             await self.start()
@@ -150,7 +163,10 @@ class RequestResponseClient:
         rid = uuid.uuid4().hex
         self._pending[rid] = queue
         rids.append(rid)
-        await producer.send(payload, {"id": rid, "reply-to": self.reply_queue})
+        properties = {"id": rid, "reply-to": self.reply_queue}
+        if span is not None:
+            telemetry.inject(properties, telemetry.span_context(span))
+        await producer.send(payload, properties)
 
     def _encode(self, request: Any) -> bytes:
         if not isinstance(request, self.request_schema):
@@ -164,12 +180,12 @@ class RequestResponseClient:
         return RequestTimeout(f"{self.service} did not answer within {timeout:g} s (request {rids[0]}{sent})")
 
     async def _first_reply(self, request: Any, queue: asyncio.Queue[tuple[str, bytes]], rids: list[str],
-                           timeout: float) -> tuple[str, bytes]:
+                           timeout: float, span: Span | None = None) -> tuple[str, bytes]:
         """Send ``request`` and wait for the first reply of any attempt, resending every ``resend_after`` s."""
         payload = self._encode(request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        await self._send(payload, queue, rids)
+        await self._send(payload, queue, rids, span)
         while True:
             left = deadline - loop.time()
             wait = min(left, self.resend_after) if self.resend_after else left
@@ -182,7 +198,7 @@ class RequestResponseClient:
             log.warning("%s: no reply to request %s after %g s, sending it again", self.service, rids[0],
                         timeout - (deadline - loop.time()))
             REQUESTS.labels(self.owner, self.service, "resent").inc()
-            await self._send(payload, queue, rids)
+            await self._send(payload, queue, rids, span)
 
     def _forget(self, rids: list[str]) -> None:
         for rid in rids:
@@ -192,13 +208,19 @@ class RequestResponseClient:
         """Send one request and return its (first) reply."""
         queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         rids: list[str] = []
+        span = self._span()
+        error: BaseException | None = None
         try:
-            _rid, data = await self._first_reply(request, queue, rids, timeout or self.timeout)
+            _rid, data = await self._first_reply(request, queue, rids, timeout or self.timeout, span)
             response = decode(self.response_schema, data)
             REQUESTS.labels(self.owner, self.service, "ok").inc()
             return response
+        except BaseException as e:
+            error = e
+            raise
         finally:
             self._forget(rids)
+            telemetry.end_span(span, error)
 
     async def stream(self, request: Any, timeout: float | None = None) -> AsyncIterator[Any]:
         """Send one request and yield replies until the final one; ``timeout`` applies to each reply.
@@ -209,11 +231,22 @@ class RequestResponseClient:
         timeout = timeout or self.timeout
         queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         rids: list[str] = []
+        span = self._span()
+        error: BaseException | None = None
+        # Whether the span names a Question yet: a call made for a query (an agent's tool call) names that
+        # query's Question, from the baggage
+        named = span is None or bool(telemetry.current_explain_id())
         try:
-            rid, data = await self._first_reply(request, queue, rids, timeout)
+            rid, data = await self._first_reply(request, queue, rids, timeout, span)
             self._forget([r for r in rids if r != rid])
             while True:
                 response = decode(self.response_schema, data)
+                explain_id = None if named else getattr(response, "explain_id", None)
+                if isinstance(explain_id, str) and explain_id:
+                    # else the first explain event is the Question the service minted: the caller's span names
+                    # it too (later events name the stages)
+                    telemetry.set_attributes({telemetry.EXPLAIN_ID: explain_id}, span)
+                    named = True
                 yield response
                 if self.is_final(response) or (getattr(response, "error", None) is not None
                                                 and self._error_is_final(response)):
@@ -227,8 +260,12 @@ class RequestResponseClient:
                         raise self._timed_out([rid], timeout) from None
                     if got == rid:  # replies of an abandoned attempt that were already queued
                         break
+        except BaseException as e:
+            error = e if not isinstance(e, GeneratorExit) else None
+            raise
         finally:
             self._forget(rids)
+            telemetry.end_span(span, error)
 
     def _error_is_final(self, response: Any) -> bool:
         # A reply carrying an error ends the stream only if the schema has no other way to

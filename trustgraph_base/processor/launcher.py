@@ -33,6 +33,7 @@ import tomllib
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from .. import telemetry
 from ..hard_exit import hard_exit
 from ..pubsub import Backend, BackendUnavailable, open_backend
 from ..store.errors import StoreEnvironmentError
@@ -113,6 +114,7 @@ async def run_processors(processors: Sequence[Processor], backend: Backend) -> N
         for p in reversed(started):
             await p.stop()
         await backend.close()
+        await asyncio.to_thread(telemetry.shutdown)  # the spans still queued go out before the process ends
 
 
 def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
@@ -123,6 +125,7 @@ def launch(cls: type[Processor], argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     serve_metrics(args.metrics_port)
+    telemetry.configure(default_service_name=args.id)
 
     async def main() -> None:
         backend = make_backend(args)
@@ -210,6 +213,7 @@ def group_main(argv: Sequence[str] | None = None,
     except (OSError, tomllib.TOMLDecodeError) as e:
         parser.exit(2, f"tg-processor-group: cannot read {args.config}: {e}\n")
     serve_metrics(args.metrics_port)
+    telemetry.configure()
 
     async def main() -> None:
         name = config.get("pubsub", "memory")

@@ -16,20 +16,21 @@ from typing import Any
 
 from ..schema.primitives import Triple
 from . import namespaces as ns
-from .triples import LABEL, LlmUsage, _c, _c_lit, _iri, _text, _types, _usage, timestamp_literal
+from .triples import LABEL, LlmUsage, _c, _c_lit, _iri, _text, _types, _usage, otel_trace_triples, timestamp_literal
 
 __all__ = ["agent_session_triples", "agent_iteration_triples", "agent_thought_triples", "agent_observation_triples",
            "agent_final_triples"]
 
 
 def agent_session_triples(session_uri: str, query: str, timestamp: datetime | str | None = None, *,
-                          graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
-    """The agent's Question: what was asked and when."""
+                          graph: str = ns.GRAPH_RETRIEVAL, otel_trace_id: str = "") -> list[Triple]:
+    """The agent's Question: what was asked and when (and in which OpenTelemetry trace, when tracing is on)."""
     q = _iri(session_uri)
     out = _types(q, graph, ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_AGENT_QUESTION)
     out.append(Triple(q, LABEL, _c_lit("Agent question"), graph))
     out.append(Triple(q, _c(ns.PROV_STARTED_AT_TIME), timestamp_literal(timestamp), graph))
     out.append(Triple(q, _c(ns.TG_QUERY), _text(query), graph))
+    out += otel_trace_triples(q, otel_trace_id, graph)
     return out
 
 

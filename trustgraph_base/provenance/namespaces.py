@@ -70,6 +70,7 @@ TG_REFLECTION_TYPE = TG_NS + "Reflection"
 
 # ---------------------------------------------------------------- query-time predicates
 TG_QUERY = TG_NS + "query"
+TG_OTEL_TRACE_ID = TG_NS + "otelTraceId"  # the OpenTelemetry trace of the query (docs/observability.md)
 TG_CONCEPT = TG_NS + "concept"
 TG_SCORE = TG_NS + "score"
 TG_ENTITY = TG_NS + "entity"

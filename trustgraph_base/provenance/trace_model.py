@@ -159,6 +159,7 @@ def build_trace(triples: Iterable[Triple] | TraceIndex, uri: str, *, labels: Map
     out: dict[str, Any] = {
         "type": kind, "uri": uri, "question": index.text(uri, ns.TG_QUERY),
         "time": index.text(uri, ns.PROV_STARTED_AT_TIME), "parent": parent.value if parent else None,
+        "otel_trace_id": index.text(uri, ns.TG_OTEL_TRACE_ID) or None,
     }
     if kind == "graphrag":
         out.update(_graphrag(index, uri, labels, answers, chains, removed))

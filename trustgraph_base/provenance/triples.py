@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -138,8 +139,11 @@ def _usage(out: list[Triple], node: Term, usage: LlmUsage | None, graph: str) ->
 def question_triples(question_uri: str, query: str, timestamp: datetime | str | None = None, *,
                      parent_uri: str = "", graph: str = ns.GRAPH_RETRIEVAL,
                      question_type: str = ns.TG_GRAPH_RAG_QUESTION,
-                     label: str = "GraphRAG question") -> list[Triple]:
-    """The Question activity: what was asked, when, and (for sub-queries) which Analysis asked."""
+                     label: str = "GraphRAG question", otel_trace_id: str = "") -> list[Triple]:
+    """The Question activity: what was asked, when, and (for sub-queries) which Analysis asked.
+
+    ``otel_trace_id``: the OpenTelemetry trace of the query (32 hex digits), when tracing is on.
+    """
     q = _iri(question_uri)
     out = _types(q, graph, ns.PROV_ACTIVITY, ns.TG_QUESTION, question_type)
     out.append(Triple(q, LABEL, _text(label), graph))
@@ -147,7 +151,17 @@ def question_triples(question_uri: str, query: str, timestamp: datetime | str | 
     out.append(Triple(q, _c(ns.TG_QUERY), _text(query), graph))
     if parent_uri:
         out.append(Triple(q, _c(ns.PROV_WAS_DERIVED_FROM), _iri(parent_uri), graph))
+    out += otel_trace_triples(q, otel_trace_id, graph)
     return out
+
+
+def otel_trace_triples(question: Term, otel_trace_id: str, graph: str) -> list[Triple]:
+    """``tg:otelTraceId`` of a Question: the OpenTelemetry trace id, 32 lower-case hex digits (none when "")."""
+    if not otel_trace_id:
+        return []
+    if not re.fullmatch(r"[0-9a-f]{32}", otel_trace_id):
+        raise ValueError(f"not an OpenTelemetry trace id: {otel_trace_id[:64]!r}")
+    return [Triple(question, _c(ns.TG_OTEL_TRACE_ID), _c_lit(otel_trace_id), graph)]
 
 
 def grounding_triples(grounding_uri: str, question_uri: str, concepts: Sequence[str], *,
@@ -290,9 +304,11 @@ def ends_a_trace(triples: Iterable[Triple]) -> bool:
 
 # ---------------------------------------------------------------- DocumentRAG
 def docrag_question_triples(question_uri: str, query: str, timestamp: datetime | str | None = None, *,
-                            parent_uri: str = "", graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
+                            parent_uri: str = "", graph: str = ns.GRAPH_RETRIEVAL,
+                            otel_trace_id: str = "") -> list[Triple]:
     return question_triples(question_uri, query, timestamp, parent_uri=parent_uri, graph=graph,
-                            question_type=ns.TG_DOC_RAG_QUESTION, label="DocumentRAG question")
+                            question_type=ns.TG_DOC_RAG_QUESTION, label="DocumentRAG question",
+                            otel_trace_id=otel_trace_id)
 
 
 def docrag_exploration_triples(exploration_uri: str, question_uri: str, chunk_uris: Sequence[str], *,

@@ -17,16 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import WSMsgType, web
+
+from trustgraph_base import telemetry
 
 from .auth import AccessDenied, Auth
 from .dispatch import Dispatcher, Reply
 from .limits import Limits
 from .wire import GATEWAY_ERROR, REQUEST_ERROR, GatewayRequestError, error_body
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,8 @@ class Socket:
 
     def __init__(self, ws: web.WebSocketResponse, dispatcher: Dispatcher | None, auth: Auth, limits: Limits):
         self.ws = ws
+        #: The trace context of the upgrade request (its ``traceparent`` header); None: none, or tracing is off.
+        self.trace_context: Context | None = None
         self.dispatcher = dispatcher
         self.auth = auth
         self.limits = limits
@@ -142,9 +149,16 @@ class Socket:
 
     def spawn(self, request_id: str, work) -> None:
         """Run ``work`` as the open request ``request_id`` (cancelled when the socket closes)."""
-        task = asyncio.create_task(work)
+        task = asyncio.create_task(self.traced(work))
         self.open[request_id] = task
         task.add_done_callback(lambda _task: self.open.pop(request_id, None))
+
+    async def traced(self, work: Awaitable[None]) -> None:
+        """Run ``work`` (one request) in a span of the gateway, a child of the caller's trace context (the
+        ``traceparent`` header of the WebSocket's upgrade request) when it sent one (docs/observability.md)."""
+        with telemetry.span("api-gateway websocket request", kind="server", context=self.trace_context,
+                            attributes={telemetry.SERVICE: "api-gateway"}):
+            await work
 
     def auth_ok(self) -> dict:
         """The frame a successful auth gets."""
@@ -188,7 +202,9 @@ def socket_handler(make_socket: Callable[[web.WebSocketResponse], Socket], limit
         ws = web.WebSocketResponse(heartbeat=HEARTBEAT_SECONDS, max_msg_size=limits.hard_frame_bytes)
         await ws.prepare(request)
         sockets.add(ws)
-        await make_socket(ws).run()
+        socket = make_socket(ws)
+        socket.trace_context = telemetry.extract(request.headers)
+        await socket.run()
         if not ws.closed:
             await ws.close()
         return ws

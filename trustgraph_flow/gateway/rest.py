@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator
 import orjson
 from aiohttp import web
 
+from trustgraph_base import telemetry
+
 from .auth import AccessDenied, Auth, bearer_token
 from .dispatch import Dispatcher, Reply
 from .openapi import openapi_document
@@ -103,8 +105,12 @@ class Rest:
             user = self._user(principal, body)
         except GatewayRequestError as e:
             return _json({"error": e.wire()})
-        replies = self.dispatcher.replies(user, kind, request.match_info["flow"], body)
-        return _json(await aggregate(kind, replies))
+        # The caller's W3C trace context (``traceparent`` header), if any, is the parent of the request's spans.
+        with telemetry.span(f"api-gateway {kind}", kind="server", context=telemetry.extract(request.headers),
+                            attributes={telemetry.SERVICE: "api-gateway", "http.request.method": request.method,
+                                        "http.route": "/api/v1/flow/{flow}/service/" + kind}):
+            replies = self.dispatcher.replies(user, kind, request.match_info["flow"], body)
+            return _json(await aggregate(kind, replies))
 
     async def librarian(self, request: web.Request) -> web.Response:
         principal, body = await self._caller(request)

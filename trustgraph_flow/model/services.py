@@ -20,6 +20,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+from trustgraph_base import telemetry
 from trustgraph_base.processor import ConfigurationError, Processor, ServiceError, launch, raise_on_error
 from trustgraph_base.schema import (
     EmbeddingsRequest,
@@ -30,6 +31,7 @@ from trustgraph_base.schema import (
     TextCompletionRequest,
     TextCompletionResponse,
 )
+from trustgraph_base.telemetry import genai
 
 from ..common.services import client_spec, request_spec
 from .llm import resolve_llm
@@ -116,7 +118,14 @@ class EmbeddingsService(Processor):
     async def on_request(self, req: EmbeddingsRequest, ctx) -> None:
         if not req.texts:
             raise ValueError("no texts to embed")
-        vectors = await asyncio.to_thread(self.embedder.embed, list(req.texts))
+        model = self.embedder.model_id
+        attributes = {}
+        if telemetry.enabled():  # an OpenAI model is named "openai:<model>"; the packaged one runs here
+            provider = "openai" if model.startswith("openai:") else "trustgraph"
+            attributes = {**genai.request_attributes("embeddings", provider, model),
+                          genai.EMBEDDING_COUNT: len(req.texts)}
+        with telemetry.span(f"embeddings {model}", kind="client", attributes=attributes):
+            vectors = await asyncio.to_thread(self.embedder.embed, list(req.texts))
         await ctx.respond(EmbeddingsResponse(vectors=[list(map(float, v)) for v in vectors],
                                              model=self.embedder.model_id))
 
@@ -184,6 +193,7 @@ class PromptService(Processor):
     async def on_request(self, req: PromptRequest, ctx) -> None:
         from .prompts.prompter import StreamUsage
 
+        telemetry.set_attributes({"trustgraph.prompt.template": req.id})
         try:
             terms = {k: json.loads(v) for k, v in req.terms.items()}
         except (TypeError, ValueError) as e:

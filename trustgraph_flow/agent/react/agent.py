@@ -23,6 +23,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from trustgraph_base import telemetry
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.agent import (
     agent_final_triples,
@@ -116,7 +117,9 @@ class ReactAgent:
 
     async def _claim(self, req: AgentRequest, session: QuerySession) -> None:
         """Store the Question as a new trace, or refuse the run: its session id names another one."""
-        triples = agent_session_triples(session.question_uri, req.question)
+        if session.explainable:
+            telemetry.set_explain_id(session.question_uri)
+        triples = agent_session_triples(session.question_uri, req.question, otel_trace_id=telemetry.current_trace_id())
 
         async def claim() -> None:
             if not await self.ports.claim_trace(req.user, session.collection, triples):

@@ -15,9 +15,13 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+
+from trustgraph_base import telemetry
+from trustgraph_base.telemetry import genai
+from trustgraph_base.telemetry.tracing import AttributeValue
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ class Completion:
     in_token: int
     out_token: int
     model: str
+    finish_reason: str = ""  # why the model stopped (``stop``, ``length``, ...), as the endpoint said
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class CompletionChunk:
     in_token: int | None = None
     out_token: int | None = None
     model: str | None = None
+    finish_reason: str | None = None
 
 
 class LlmError(Exception):
@@ -278,7 +284,18 @@ class OpenAICompletion:
             response = await client.chat.completions.create(**request, timeout=remaining)
             return self._to_completion(response)
 
-        return await self._with_retries(attempt, deadline, "completion")
+        with telemetry.span(f"chat {self.model}", kind="client", attributes=self._span_attributes(request)) as span:
+            c: Completion = await self._with_retries(attempt, deadline, "completion")
+            genai.set_response(span, model=c.model, input_tokens=c.in_token, output_tokens=c.out_token,
+                               finish_reason=c.finish_reason, output=c.text)
+        return c
+
+    def _span_attributes(self, request: dict) -> dict[str, AttributeValue]:
+        """The GenAI attributes of a call's span (docs/observability.md); {} when tracing is off."""
+        if not telemetry.enabled():
+            return {}
+        return genai.request_attributes("chat", "openai", self.model, temperature=request["temperature"],
+                                        max_tokens=request["max_tokens"], inputs=request["messages"])
 
     def _to_completion(self, response: Any) -> Completion:
         choices = getattr(response, "choices", None)
@@ -291,6 +308,7 @@ class OpenAICompletion:
             in_token=int(getattr(usage, "prompt_tokens", 0) or 0),
             out_token=int(getattr(usage, "completion_tokens", 0) or 0),
             model=getattr(response, "model", None) or self.model,
+            finish_reason=str(getattr(choices[0], "finish_reason", "") or ""),
         )
 
     async def stream(
@@ -326,9 +344,27 @@ class OpenAICompletion:
                     return await client.chat.completions.create(**request, stream=True, timeout=remaining)
                 raise
 
+        # An async generator shares its caller's context, so its span is not made current (tracing.start_span).
+        span = telemetry.start_span(f"chat {self.model}", kind="client", attributes=self._span_attributes(request))
+        error: BaseException | None = None
+        try:
+            async with contextlib.aclosing(self._stream(attempt, loop, span)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+        except BaseException as e:
+            error = e if not isinstance(e, GeneratorExit) else None
+            raise
+        finally:
+            telemetry.end_span(span, error)
+
+    async def _stream(self, attempt: Any, loop: asyncio.AbstractEventLoop,
+                      span: Any) -> AsyncGenerator[CompletionChunk, None]:
         response_stream = await self._with_retries(attempt, loop.time() + self.timeout, "streaming completion")
         in_token = out_token = None
         model = None
+        finish_reason = ""
+        pieces: list[str] = []  # the completion's text, kept for its span only when the user opted in
+        keep = span is not None and genai.capture_content()
         iterator = response_stream.__aiter__()
         try:
             while True:
@@ -350,12 +386,18 @@ class OpenAICompletion:
                     in_token = int(getattr(usage, "prompt_tokens", 0) or 0)
                     out_token = int(getattr(usage, "completion_tokens", 0) or 0)
                 for choice in getattr(chunk, "choices", None) or []:
+                    finish_reason = getattr(choice, "finish_reason", None) or finish_reason
                     piece = getattr(choice.delta, "content", None) if choice.delta else None
                     if piece:
+                        if keep:
+                            pieces.append(piece)
                         yield CompletionChunk(text=piece)
         finally:
             with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
+        genai.set_response(span, model=model or self.model, input_tokens=in_token, output_tokens=out_token,
+                           finish_reason=finish_reason, output="".join(pieces) if keep else None)
         yield CompletionChunk(
-            text="", end_of_stream=True, in_token=in_token, out_token=out_token, model=model or self.model
+            text="", end_of_stream=True, in_token=in_token, out_token=out_token, model=model or self.model,
+            finish_reason=finish_reason or None,
         )

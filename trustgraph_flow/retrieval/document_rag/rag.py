@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from trustgraph_base import telemetry
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import (
     LlmUsage,
@@ -64,7 +65,10 @@ class DocumentRag:
         q_uri = session.question_uri
         check_question(req.query)
         check_names(req.user, req.collection)  # before anything is stored
-        await session.explain(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri))
+        if session.explainable:
+            telemetry.set_explain_id(q_uri)
+        await session.explain(q_uri, docrag_question_triples(q_uri, req.query, parent_uri=req.parent_uri,
+                                                             otel_trace_id=telemetry.current_trace_id()))
         g_uri = uris.docrag_grounding_uri(session_id)
         await session.explain(g_uri, grounding_triples(g_uri, q_uri, [req.query]))
         session.stage = "exploration"
@@ -75,6 +79,7 @@ class DocumentRag:
                                        for m in matches))
         docs = [{"id": m.chunk_id, "text": t.decode("utf-8", "replace"), "score": round(float(m.score), 4)}
                 for m, t in zip(matches, texts, strict=True)]
+        telemetry.set_attributes({"trustgraph.document_rag.chunks_used": len(docs)})
         exp_uri = uris.docrag_exploration_uri(session_id)
         await session.explain(exp_uri, docrag_exploration_triples(exp_uri, q_uri, [m.chunk_id for m in matches],
                                                                   grounding_uri=g_uri))

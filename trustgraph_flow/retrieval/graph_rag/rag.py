@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from trustgraph_base import telemetry
 from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.sources import build_source_chains, source_documents, source_patterns, source_walk
 from trustgraph_base.provenance.triples import (
@@ -146,7 +147,10 @@ class _Run:
         req, session = self.req, self.session
         check_question(req.query)
         check_names(req.user, req.collection)  # before anything is stored: a hostile name never reaches a store
-        await session.explain(self.q_uri, question_triples(self.q_uri, req.query, parent_uri=req.parent_uri))
+        if session.explainable:
+            telemetry.set_explain_id(self.q_uri)
+        await session.explain(self.q_uri, question_triples(self.q_uri, req.query, parent_uri=req.parent_uri,
+                                                           otel_trace_id=telemetry.current_trace_id()))
         session.stage = "grounding"
         seeds = await self._ground()
         session.stage = "exploration"
@@ -159,6 +163,9 @@ class _Run:
                                                                [m.entity for m in seeds if m.entity is not None],
                                                                grounding_uri=uris.grounding_uri(self.id)))
         selection = await selecting
+        telemetry.set_attributes({"trustgraph.graph_rag.seed_entities": len(seeds),
+                                  "trustgraph.graph_rag.edges_explored": len(subgraph.edges),
+                                  "trustgraph.graph_rag.edges_selected": len(selection.selections)})
         session.stage = "synthesis"
         await self._focus_and_synthesise(graph, selection, subgraph)
 
