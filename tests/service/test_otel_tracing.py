@@ -54,6 +54,9 @@ def _values(triples, subject: str, predicate: str) -> list[str]:
     return [t.o.value for t in triples if t.s.value == subject and t.p.value == predicate]
 
 
+#: Where the explorer links an OpenTelemetry trace id (a Jaeger UI's trace page, as docs/observability.md shows).
+TRACING_UI = "http://127.0.0.1:16686/trace/{trace_id}"
+
 #: The hops of a GraphRAG query: (service, the span's name in that service).
 HOPS = [("graph-rag", "graph-rag request"), ("embeddings", "embeddings request"),
         ("graph-embeddings-query", "graph-embeddings-query request"), ("triples-query", "triples-query request"),
@@ -241,7 +244,8 @@ async def test_a_gateway_call_with_a_traceparent_continues_the_callers_trace(dep
     headers = {"traceparent": f"00-{trace_id}-{caller}-01"}
     question = {"query": "Who discovered polonium?", "collection": deployment.collection}
     stack = await deployment.start(QUERY_STACK)
-    gateway = ApiGateway(backend=stack.backend, flow=stack.flow, port=0, auth=Auth(default_user=deployment.user))
+    gateway = ApiGateway(backend=stack.backend, flow=stack.flow, port=0, auth=Auth(default_user=deployment.user),
+                         tracing_ui_url=TRACING_UI)
     await gateway.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -268,6 +272,9 @@ async def test_a_gateway_call_with_a_traceparent_continues_the_callers_trace(dep
             return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
 
         trace = await collect_trace(q, q_uri)
+        async with aiohttp.ClientSession() as http, http.get(  # the explorer links the id to the tracing UI
+                gateway.url + "explorer/trace", params={"uri": q_uri, "collection": deployment.collection}) as resp:
+            page = await resp.text()
     finally:
         await gateway.stop()
         await stack.stop()
@@ -278,6 +285,7 @@ async def test_a_gateway_call_with_a_traceparent_continues_the_callers_trace(dep
     parent = by_id[rag["parent_id"]]
     assert parent["name"] == "call graph-rag" and parent["parent_id"] == root["context"]["span_id"]
     assert _values(trace, q_uri, ns.TG_OTEL_TRACE_ID) == [trace_id]
+    assert resp.status == 200 and f'href="{TRACING_UI.format(trace_id=trace_id)}"' in page, page[:2000]
 
 
 def _agent_script(template_id, terms, messages):

@@ -96,3 +96,14 @@ def test_limits_are_checked():
         Limits(max_outstanding=0)
     with pytest.raises(ValueError):
         Limits(max_frame_bytes=10)
+
+
+def test_a_tracing_ui_url_is_an_http_url_naming_the_trace_id_once():
+    from trustgraph_flow.gateway.service import check_tracing_ui_url
+
+    assert check_tracing_ui_url("") == ""
+    assert check_tracing_ui_url("http://127.0.0.1:16686/trace/{trace_id}") == "http://127.0.0.1:16686/trace/{trace_id}"
+    for bad in ("javascript:alert(1)//{trace_id}", "http://x/trace", "http://x/{trace_id}/{trace_id}",
+                "/trace/{trace_id}", "ftp://x/{trace_id}"):
+        with pytest.raises(ValueError, match="tracing-ui-url"):
+            check_tracing_ui_url(bad)

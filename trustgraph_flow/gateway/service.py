@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ class ApiGateway(Processor):
     default_id = "api-gateway"
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, auth: Auth | None = None,
-                 limits: Limits | None = None, library_collection: str = "default", **params: Any):
+                 limits: Limits | None = None, library_collection: str = "default", tracing_ui_url: str = "",
+                 **params: Any):
         super().__init__(**params)
         self.host = host
         self.port = port
@@ -56,7 +58,7 @@ class ApiGateway(Processor):
         self.limits = limits or Limits()
         check_bind(host, self.auth)
         self.dispatcher = Dispatcher(self.client, self.flow, library_collection)
-        self.explorer = Explorer(self.client, self.auth)
+        self.explorer = Explorer(self.client, self.auth, tracing_ui_url=check_tracing_ui_url(tracing_ui_url))
         self.native = Native(self.client, self.producer, self.backend, self.flow, self.auth, self.limits, self.id)
         for service in dict.fromkeys(GATEWAY_SERVICES + NATIVE_SERVICES):
             self.add(client_spec(service, self.flow))
@@ -121,6 +123,9 @@ def add_gateway_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-outstanding", type=int, default=defaults.max_outstanding,
                         help="requests one WebSocket may have open at once")
     parser.add_argument("--idle-seconds", type=float, default=defaults.idle_seconds)
+    parser.add_argument("--tracing-ui-url", default=env("TG_TRACING_UI_URL", ""),
+                        help="link of the explorer's OpenTelemetry trace ids: an http(s) URL with {trace_id}, "
+                             "e.g. http://127.0.0.1:16686/trace/{trace_id} (env TG_TRACING_UI_URL)")
 
 
 def gateway_params(args: argparse.Namespace) -> dict:
@@ -129,11 +134,23 @@ def gateway_params(args: argparse.Namespace) -> dict:
         auth = make_auth(args.default_user, args.token, args.tokens_file)
         check_bind(args.host, auth)
         limits = Limits(args.max_frame_bytes, args.max_body_bytes, args.max_outstanding, args.idle_seconds)
+        tracing_ui_url = check_tracing_ui_url(args.tracing_ui_url)
     except (AuthConfigError, ValueError) as e:
         print(f"Error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     return {"host": args.host, "port": args.port, "auth": auth, "limits": limits,
-            "library_collection": args.library_collection}
+            "library_collection": args.library_collection, "tracing_ui_url": tracing_ui_url}
+
+
+def check_tracing_ui_url(template: str) -> str:
+    """``template`` if it is an http(s) URL naming ``{trace_id}`` once (or empty: no link), else ValueError."""
+    if not template:
+        return ""
+    parts = urllib.parse.urlsplit(template)
+    if parts.scheme not in ("http", "https") or not parts.netloc or template.count("{trace_id}") != 1:
+        raise ValueError(f"--tracing-ui-url must be an http(s) URL containing {{trace_id}} once, "
+                         f"got {template[:200]!r}")
+    return template
 
 
 async def open_explorer(url: str) -> None:

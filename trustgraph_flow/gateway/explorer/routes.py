@@ -126,9 +126,12 @@ class Scope:
 class Explorer:
     """The explorer's routes for one gateway: ``client`` gives the started client of a service by name."""
 
-    def __init__(self, client: Callable[[str], RequestResponseClient], auth: Auth):
+    def __init__(self, client: Callable[[str], RequestResponseClient], auth: Auth, *, tracing_ui_url: str = ""):
+        """:param tracing_ui_url: an http(s) URL template with ``{trace_id}``: where the page links a trace's
+            OpenTelemetry trace id (a Jaeger, Tempo or Phoenix UI); empty: the id is shown unlinked."""
         self.services = _Services(client)
         self.auth = auth
+        self.tracing_ui_url = tracing_ui_url
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE), autoescape=True,
                                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.css = (HERE / "explorer.css").read_bytes()
@@ -269,7 +272,12 @@ class Explorer:
                                        if link.get("type") == "chunk"))[:MAX_CHUNK_TEXTS]
         chunk_texts = await trace_documents_text(self.services, scope.user, scope.collection, chunk_ids)
         parent = trace.get("parent")
+        otel_id = trace.get("otel_trace_id")
+        tracing_href = (self.tracing_ui_url.replace("{trace_id}", otel_id)
+                        if self.tracing_ui_url and isinstance(otel_id, str) and _OTEL_TRACE_ID.fullmatch(otel_id)
+                        else None)
         return self._page("trace.html", scope=scope, trace=trace, edges=edges, drawing=draw_edges(edges),
+                          tracing_href=tracing_href,
                           chunk_texts=chunk_texts,
                           parent_href=scope.trace(_root_question(parent)) if parent else None,
                           permalink=scope.trace(uri), compare_keep=scope.keep,
@@ -424,6 +432,10 @@ class Explorer:
                 web.post("/explorer/login", self.login),
                 web.get("/explorer/explorer.css", self.stylesheet),
                 web.get("/explorer/icon.svg", self.icon)]
+
+
+#: An OpenTelemetry trace id as the Question records it (``tg:otelTraceId``): 32 lowercase hex digits.
+_OTEL_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _root_question(uri: str) -> str:
