@@ -3,8 +3,11 @@
 The decoder is the first stage of ingestion, so it is where bad input must be caught:
 an empty file, binary garbage sent as text, an encrypted or broken PDF, a damaged office
 file, text whose encoding cannot be told, an unsupported file type or a document over the
-size limit each raise a :class:`DecodeError` subclass naming the problem.  Decoding is
-all-or-nothing: on error no page is returned, so nothing half-decoded can be stored.
+size limit each raise a :class:`DecodeError` subclass naming the problem.
+:func:`decode_document` is all-or-nothing: on error no page is returned, so nothing half-decoded
+can be stored.  :func:`stream_document` decodes a page at a time, so a long PDF is never held as
+pages all at once; the librarian checks a whole document that way (:func:`check_document`) before
+it stores it, and the decoder service then stores and passes on each page as it is decoded.
 
 What a document is, is told by its content (:mod:`.detection`); the file name's extension
 is only a hint.  Each kind keeps its natural page unit, which becomes the Page of the
