@@ -185,7 +185,9 @@ class ChunkerService(_Stage):
             out.append(Chunk(metadata=meta, document_id=msg.document_id, page_id=msg.page_id, chunk_id=c_uri,
                              chunk_index=c.index, char_offset=c.char_offset, char_length=c.char_length,
                              text=c.text))
-        # the chunks are stored concurrently (a round trip each, a lightweight transaction on Cassandra)
+        # The chunks are stored concurrently (a round trip each, a lightweight transaction on Cassandra), and
+        # each goes on to extraction and embedding as soon as it is stored.  The page is acknowledged only
+        # after its provenance and progress are sent, so a crash in between redoes the page (idempotently).
         limit = asyncio.Semaphore(CHUNK_WRITES)
 
         async def store(chunk: Chunk) -> None:
@@ -195,12 +197,11 @@ class ChunkerService(_Stage):
                                      document_metadata=DocumentMetadata(id=chunk.chunk_id, kind="text/plain",
                                                                         title=f"Chunk {chunk.chunk_index}",
                                                                         parent_id=msg.page_id, document_type=CHUNK))
+                await self.producer("chunks").send(chunk)
 
         await asyncio.gather(*(store(c) for c in out))
         await self.store_triples(meta, msg.page_id, msg.document_id, prov)
         await self.progress(meta, msg.document_id, "chunked", item_id=msg.page_id, total=len(chunks))
-        for chunk in out:
-            await self.producer("chunks").send(chunk)
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
