@@ -74,6 +74,25 @@ class DocumentProgress:
         return (f"pages {len(self.chunk_totals)}/{self.pages} chunked · extracted {len(self.done['extracted'])}"
                 f"{total} · stored {len(self.done['stored'])} · embedded {embedded}")
 
+    def finished_stages(self) -> list[tuple[str, str]]:
+        """The stages this document has finished, in pipeline order, each with what it did
+        (``("chunked", "300 pages into 312 chunks")``)."""
+        if self.pages is None:
+            return []
+        done = [("decoded", f"{self.pages} page(s)")]
+        n = self.chunks
+        if n is None:
+            return done
+        done.append(("chunked", f"{self.pages} page(s) into {n} chunk(s)"))
+        extracted = self.done["extracted"]
+        if len(extracted) >= n:
+            done.append(("extracted", f"{n}/{n} chunks"))
+            if extracted <= self.done["stored"]:
+                done.append(("stored", f"{n}/{n} chunks"))
+        if all(len(self.done[s]) >= n for s in ("graph-embedded", "doc-embedded")):
+            done.append(("embedded", f"{n}/{n} chunks"))
+        return done
+
     @property
     def complete(self) -> bool:
         n = self.chunks
@@ -187,7 +206,9 @@ def stored_status(conn, user: str, collection: str):
 async def follow_progress(feed: ProgressFeed, user: str, collection: str, documents: dict[str, str],
                           idle_timeout: float, show: bool = True, status=None) -> dict[str, str]:
     """Wait (with rich progress bars on stderr) until every document in ``documents`` (id → name) is done
-    or failed; returns the failed ones (id → the pipeline's error).
+    or failed; returns the failed ones (id → the pipeline's error).  Where stderr is not a terminal (a log,
+    a pipe), the bars show only at the end, so a line is printed per stage as each document finishes it
+    (``report.pdf: chunked 300 page(s) into 312 chunk(s)``).
 
     Progress events are best-effort (a non-persistent topic on Pulsar), so completion does not rest
     on seeing every one: after :data:`QUIET_SECONDS` without an event about a pending document,
@@ -207,6 +228,7 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
     from trustgraph_base.pubsub import BackendError, ReceiveTimeout
 
     state = {d: DocumentProgress() for d in documents}
+    announced: dict[str, set[str]] = {d: set() for d in documents}
     failed: dict[str, str] = {}
     confirmed: set[str] = set()
     stored: dict[str, tuple] = {}  # document id -> its last status, as a tuple
@@ -218,6 +240,15 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
     def bar_name(doc_id: str) -> str:
         # names are data: neither console markup (a title like "[/]") nor control characters
         return escape(printable(clip(documents[doc_id], 40)))
+
+    def announce(doc_id: str, finished: list[tuple[str, str]]) -> None:
+        """A line per stage a document finished, where no live bar shows them (stderr is not a terminal)."""
+        if not show or console.is_terminal:
+            return
+        for stage, what in finished:
+            if stage not in announced[doc_id]:
+                announced[doc_id].add(stage)
+                console.print(f"{bar_name(doc_id)}: {stage} {what}", highlight=False, soft_wrap=True)
 
     def pending() -> list[str]:
         return [d for d, s in state.items() if not s.complete and d not in failed and d not in confirmed]
@@ -235,6 +266,7 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
             now = dataclasses.astuple(st)
             if st.complete and stored.get(doc_id) == now:
                 confirmed.add(doc_id)
+                announce(doc_id, stored_stages(st))
                 bars.update(tasks[doc_id], total=st.chunks, completed=st.chunks,
                             description=f"{bar_name(doc_id)}: done")
             changed |= stored.get(doc_id) != now
@@ -271,12 +303,20 @@ async def follow_progress(feed: ProgressFeed, user: str, collection: str, docume
                 continue
             if ev.document_id in confirmed:
                 continue
+            announce(ev.document_id, s.finished_stages())
             n = s.chunks
             finished = min((len(s.done[st]) for st in CHUNK_STAGES), default=0)
             label = s.stages() if n is None or finished < n else "done"
             bars.update(tasks[ev.document_id], total=n, completed=finished,
                         description=f"{bar_name(ev.document_id)}: {label}")
     return failed
+
+
+def stored_stages(st) -> list[tuple[str, str]]:
+    """:meth:`DocumentProgress.finished_stages` of a document the stores show complete (its ``IngestStatus``)."""
+    n = st.chunks
+    return [("decoded", f"{st.pages} page(s)"), ("chunked", f"{st.pages} page(s) into {n} chunk(s)"),
+            ("extracted", f"{n}/{n} chunks"), ("stored", f"{n}/{n} chunks"), ("embedded", f"{n}/{n} chunks")]
 
 
 def document_id_for(content: bytes) -> str:

@@ -6,6 +6,7 @@ import json
 import re
 import uuid
 
+import document_samples as samples
 import pytest
 from e2e_support import focus_edges, parse_explain
 
@@ -86,6 +87,40 @@ def test_load_text_markdown_pdf_with_progress_and_idempotent_reload(deployment, 
     meitner = [e for e in edges if e.labels == ("Lise Meitner", "discovered", "nuclear fission")]
     assert meitner and meitner[0].sources == ["Chunk 0 → Page 1 → meitner.txt"], r.stdout
     assert "Lise Meitner" in answer
+
+
+LONG_PAGES = 300
+
+
+def test_a_300_page_pdf_loads_with_a_line_per_stage_and_every_page_and_chunk_stored(deployment, tmp_path):
+    """The decoder passes a long PDF on a page at a time (its memory: ``tests/unit/test_decoding.py``); the
+    command, its stderr not a terminal, reports each stage as the document finishes it."""
+    d = deployment
+    collection = "long" + uuid.uuid4().hex[:6]
+    path = tmp_path / "long-report.pdf"
+    path.write_bytes(samples.pdf([f"Page {n}. Scientist Number{n} worked in City{n}."
+                                  for n in range(1, LONG_PAGES + 1)]))
+    r = d.ok("tg-load-document", "-C", collection, str(path), timeout=900)
+    doc_id = _loaded(r)["long-report.pdf"]
+    stages = [line.removeprefix("long-report.pdf: ") for line in r.stderr_lines
+              if line.startswith("long-report.pdf: ") and "done" not in line]
+    assert stages and stages[0] == f"decoded {LONG_PAGES} page(s)", r.explain()
+    assert sorted(stages) == sorted([f"decoded {LONG_PAGES} page(s)",
+                                     f"chunked {LONG_PAGES} page(s) into {LONG_PAGES} chunk(s)",
+                                     *(f"{stage} {LONG_PAGES}/{LONG_PAGES} chunks"
+                                       for stage in ("extracted", "stored", "embedded"))]), r.explain()
+    assert re.search(rf"long-report\.pdf: done .* {LONG_PAGES}/{LONG_PAGES}", r.stderr), r.explain()
+
+    listed = json.loads(d.ok("tg-show-library-documents", "-C", collection, "--format", "json").stdout)
+    assert [(doc["id"], doc["pages"], doc["chunks"]) for doc in listed["documents"]] == [
+        (doc_id, LONG_PAGES, LONG_PAGES)]
+    tree = _provenance(d, doc_id, collection)
+    assert [(page["number"], page["title"], len(page["chunks"])) for page in tree["pages"]] == [
+        (n, f"long-report.pdf page {n}", 1) for n in range(1, LONG_PAGES + 1)]
+    for page in tree["pages"]:
+        n = page["number"]
+        edges = {(e["s"], e["p"], e["o"]) for e in page["chunks"][0]["edges"]}
+        assert (f"Scientist Number{n}", "worked in", f"City{n}") in edges, (n, edges)
 
 
 def test_show_extraction_provenance_tree_and_json_agree(deployment):

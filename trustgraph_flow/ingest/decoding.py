@@ -3,8 +3,11 @@
 The decoder is the first stage of ingestion, so it is where bad input must be caught:
 an empty file, binary garbage sent as text, an encrypted or broken PDF, a damaged office
 file, text whose encoding cannot be told, an unsupported file type or a document over the
-size limit each raise a :class:`DecodeError` subclass naming the problem.  Decoding is
-all-or-nothing: on error no page is returned, so nothing half-decoded can be stored.
+size limit each raise a :class:`DecodeError` subclass naming the problem.
+:func:`decode_document` is all-or-nothing: on error no page is returned, so nothing half-decoded
+can be stored.  :func:`stream_document` decodes a page at a time, so a long PDF is never held as
+pages all at once; the librarian checks a whole document that way (:func:`check_document`) before
+it stores it, and the decoder service then stores and passes on each page as it is decoded.
 
 What a document is, is told by its content (:mod:`.detection`); the file name's extension
 is only a hint.  Each kind keeps its natural page unit, which becomes the Page of the
@@ -31,6 +34,7 @@ is decoded (see :mod:`.formats`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 TEXT_PLAIN = "text/plain"
@@ -72,6 +76,21 @@ class DecodedPage:
     page_number: int
     text: str
     label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PageStream:
+    """A document's pages, decoded one at a time as they are iterated (once), with their ``count`` known
+    before the first: a long PDF is stored and passed on page by page while only one page is in memory.
+
+    Iterating raises :class:`DecodeError` where decoding fails, after the pages before it.
+    """
+
+    count: int
+    pages: Iterator[DecodedPage]
+
+    def __iter__(self) -> Iterator[DecodedPage]:
+        return self.pages
 
 
 class DecodeError(ValueError):
@@ -158,7 +177,30 @@ def decode_document(content: bytes, kind: str, filename: str = "", max_bytes: in
     :returns: the pages, numbered from 1.
     :raises DecodeError: (a subclass naming the problem) when the document cannot be decoded.
     """
-    from .formats import decoder_for
+    return list(stream_document(content, kind, filename, max_bytes, encoding=encoding))
+
+
+def check_document(content: bytes, kind: str, filename: str = "", max_bytes: int = DEFAULT_MAX,
+                   *, encoding: str | None = None) -> int:
+    """Decode every page and keep none (in the memory of one page): what the librarian checks before it stores.
+
+    :returns: the page count.
+    :raises DecodeError: as :func:`decode_document`.
+    """
+    stream = stream_document(content, kind, filename, max_bytes, encoding=encoding)
+    for _page in stream:
+        pass
+    return stream.count
+
+
+def stream_document(content: bytes, kind: str, filename: str = "", max_bytes: int = DEFAULT_MAX,
+                    *, encoding: str | None = None) -> PageStream:
+    """A document's pages, decoded as they are iterated (the arguments as for :func:`decode_document`).
+
+    Size, kind and the structure a page count needs are checked here; a page that cannot be decoded, or
+    a document with no text in any page, raises while iterating.
+    """
+    from .formats import streamer_for
 
     if not isinstance(content, (bytes, bytearray, memoryview)):
         raise DecodeError(f"document content must be bytes, not {type(content).__name__}")
@@ -172,10 +214,18 @@ def decode_document(content: bytes, kind: str, filename: str = "", max_bytes: in
     if not content:
         raise EmptyDocument(f"{name} is empty (0 bytes)")
     kind = detect_kind(filename, content) if not kind else normalize_kind(kind)
-    pages = decoder_for(kind)(content, name, encoding)
-    if not any(page.text.strip() for page in pages):
-        raise EmptyDocument(f"{name} holds no text ({KIND_NAMES[kind]}, {len(pages)} page(s) without any)")
-    return pages
+    stream = streamer_for(kind)(content, name, encoding)
+    return PageStream(stream.count, _with_text(stream, name, kind))
+
+
+def _with_text(stream: PageStream, name: str, kind: str) -> Iterator[DecodedPage]:
+    """The pages of ``stream``; after the last, a document without text in any page raises."""
+    any_text = False
+    for page in stream:
+        any_text = any_text or bool(page.text.strip())
+        yield page
+    if not any_text:
+        raise EmptyDocument(f"{name} holds no text ({KIND_NAMES[kind]}, {stream.count} page(s) without any)")
 
 
 def _mib(size: int) -> str:

@@ -47,7 +47,7 @@ from ..common.ports import prompt_terms
 from ..common.services import client_spec, flow_producer_spec, flow_spec, progress_queue
 from ..model.llm import resolve_llm
 from .chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, check_chunk_options, chunk_text
-from .decoding import decode_document
+from .decoding import stream_document
 from .extraction import (
     COMPONENT_NAME,
     COMPONENT_VERSION,
@@ -95,8 +95,9 @@ class _Stage(Processor):
 class DecoderService(_Stage):
     """Decodes a stored document (any supported kind, see :mod:`.decoding`) into pages.
 
-    Pages go on as soon as each is stored, so chunking and extraction of the first pages of a
-    long document run while the later ones are still being stored.
+    Pages are decoded one at a time and each goes on as soon as it is stored, so a long document is
+    never held as pages all at once, and chunking and extraction of its first pages run while the
+    later ones are still being decoded.
     """
 
     default_id = "decoder"
@@ -116,22 +117,31 @@ class DecoderService(_Stage):
                 parts.append(raise_on_error("librarian", resp).content)
             content = b"".join(parts)
             del parts
-            pages = await asyncio.to_thread(decode_document, content, msg.kind, msg.title)
+            pages = await asyncio.to_thread(stream_document, content, msg.kind, msg.title)
             del content
         except ValueError as e:  # bad content: tell the loader, then dead-letter (no retry helps)
             await self.progress(meta, doc_id, "decoded", error=str(e))
             raise
         doc_uri = uris.document_uri(doc_id)
         activity = uris.activity_uri("decoder", doc_uri)
-        prov = document_triples(doc_uri, msg.title, msg.kind, len(pages))
+        prov = document_triples(doc_uri, msg.title, msg.kind, pages.count)
         prov += activity_triples(activity, "decoder", __version__, used_uri=doc_uri)
-        for page in pages:
-            prov += page_triples(uris.page_uri(doc_uri, page.page_number), doc_uri, page.page_number,
-                                 activity_uri=activity, label=page.label)
         await self.store_triples(meta, doc_uri, doc_id, prov)
-        await self.progress(meta, doc_id, "decoded", total=len(pages))
-        for page in pages:
+        await self.progress(meta, doc_id, "decoded", total=pages.count)
+        # One page at a time: decoded, recorded, stored and passed on before the next is decoded.  The
+        # librarian decoded the whole document before storing it, so a page fails here only if the
+        # decoder changed since; the pages before it stay stored, and the loader is told.
+        while True:
+            try:
+                page = await asyncio.to_thread(next, pages.pages, None)
+            except ValueError as e:
+                await self.progress(meta, doc_id, "decoded", error=str(e))
+                raise
+            if page is None:
+                break
             p_uri = uris.page_uri(doc_uri, page.page_number)
+            await self.store_triples(meta, p_uri, doc_id, page_triples(p_uri, doc_uri, page.page_number,
+                                                                       activity_uri=activity, label=page.label))
             await self.librarian(operation="add-child-document", user=meta.user, collection=meta.collection,
                                  document_id=doc_id, content=page.text.encode("utf-8"),
                                  document_metadata=DocumentMetadata(id=p_uri, kind="text/plain",
@@ -139,7 +149,7 @@ class DecoderService(_Stage):
                                                                     parent_id=doc_id, document_type=PAGE))
             await self.producer("pages").send(TextPage(
                 metadata=meta, document_id=doc_id, page_id=p_uri, page_number=page.page_number,
-                page_count=len(pages), text=page.text))
+                page_count=pages.count, text=page.text))
 
 
 def page_title(document_title: str, page) -> str:
@@ -175,7 +185,9 @@ class ChunkerService(_Stage):
             out.append(Chunk(metadata=meta, document_id=msg.document_id, page_id=msg.page_id, chunk_id=c_uri,
                              chunk_index=c.index, char_offset=c.char_offset, char_length=c.char_length,
                              text=c.text))
-        # the chunks are stored concurrently (a round trip each, a lightweight transaction on Cassandra)
+        # The chunks are stored concurrently (a round trip each, a lightweight transaction on Cassandra), and
+        # each goes on to extraction and embedding as soon as it is stored.  The page is acknowledged only
+        # after its provenance and progress are sent, so a crash in between redoes the page (idempotently).
         limit = asyncio.Semaphore(CHUNK_WRITES)
 
         async def store(chunk: Chunk) -> None:
@@ -185,12 +197,11 @@ class ChunkerService(_Stage):
                                      document_metadata=DocumentMetadata(id=chunk.chunk_id, kind="text/plain",
                                                                         title=f"Chunk {chunk.chunk_index}",
                                                                         parent_id=msg.page_id, document_type=CHUNK))
+                await self.producer("chunks").send(chunk)
 
         await asyncio.gather(*(store(c) for c in out))
         await self.store_triples(meta, msg.page_id, msg.document_id, prov)
         await self.progress(meta, msg.document_id, "chunked", item_id=msg.page_id, total=len(chunks))
-        for chunk in out:
-            await self.producer("chunks").send(chunk)
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:

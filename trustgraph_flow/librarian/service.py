@@ -39,7 +39,7 @@ from trustgraph_base.store.librarian import DocumentExists
 
 from ..common.services import flow_producer_spec, flow_spec, request_spec
 from ..common.stores import StoreBackedProcessor
-from ..ingest.decoding import DEFAULT_MAX, decode_document, detect_kind, normalize_kind
+from ..ingest.decoding import DEFAULT_MAX, check_document, detect_kind, normalize_kind
 from .removal import remove_document_data
 from .status import ingest_status
 
@@ -103,9 +103,9 @@ class LibrarianService(StoreBackedProcessor, Processor):
     async def _add(self, req, ctx) -> None:
         meta = self._meta(req)
         if meta.document_type == SOURCE:
-            # Refuse what the pipeline could not decode, before anything is stored.
+            # Refuse what the pipeline could not decode, before anything is stored (a page at a time).
             meta.kind = normalize_kind(meta.kind) if meta.kind else detect_kind(meta.title, req.content)
-            await asyncio.to_thread(decode_document, req.content, meta.kind, meta.title or meta.id,
+            await asyncio.to_thread(check_document, req.content, meta.kind, meta.title or meta.id,
                                     self.max_document_bytes)
         stored = await asyncio.to_thread(self.store.add_document, req.user, req.collection, meta, req.content)
         await ctx.respond(LibrarianResponse(document_metadata=stored))
