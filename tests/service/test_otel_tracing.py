@@ -64,27 +64,40 @@ HOPS = [("graph-rag", "graph-rag request"), ("embeddings", "embeddings request")
         ("triples-write", "triples-write input"), ("librarian", "librarian answers")]
 
 
-async def test_graph_rag_query_is_one_trace_linked_to_its_prov_trace(deployment, tracing, llm_server, llm_settings):
-    llm_server.set_script(_script)
+async def ask_graph_rag(stack, deployment, *, streaming: bool = False) -> list:
+    """The messages of one GraphRAG question asked through the CLI's connection to ``stack``."""
     from trustgraph_cli.connection import Connection
 
+    async with Connection.attach(stack, timeout=60) as conn:
+        client = await conn.client("graph-rag")
+        return [m async for m in client.stream(GraphRagQuery(
+            query="Who discovered polonium?", user=deployment.user, collection=deployment.collection,
+            streaming=streaming))]
+
+
+def trace_reader(stack, deployment):
+    """A reader of stored traces by their root URI, once ``stack`` is idle."""
+    triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+
+    async def q(patterns):
+        return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
+
+    async def read(uri: str) -> list:
+        await stack.wait_idle()
+        return await collect_trace(q, uri)
+
+    return read
+
+
+async def test_graph_rag_query_is_one_trace_linked_to_its_prov_trace(deployment, tracing, llm_server, llm_settings):
+    llm_server.set_script(_script)
     stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
     try:
-        async with Connection.attach(stack, timeout=60) as conn:
-            client = await conn.client("graph-rag")
-            msgs = [m async for m in client.stream(GraphRagQuery(
-                query="Who discovered polonium?", user=deployment.user, collection=deployment.collection,
-                streaming=True))]
-        await stack.wait_idle()
+        msgs = await ask_graph_rag(stack, deployment, streaming=True)
         final = msgs[-1]
         assert final.end_of_session and final.error is None, final.error
         q_uri = next(m.explain_id for m in msgs if m.message_type == "explain")
-        triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
-
-        async def q(patterns):
-            return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
-
-        trace = await collect_trace(q, q_uri)
+        trace = await trace_reader(stack, deployment)(q_uri)
     finally:
         await stack.stop()
     assert validate_trace(trace).conforms
@@ -163,24 +176,13 @@ def _focus(trace) -> str:
 async def test_tracing_off_records_no_trace_id(deployment, llm_server, llm_settings):
     """Off (the default), nothing is traced: the Question has no ``tg:otelTraceId``."""
     llm_server.set_script(_script)
-    from trustgraph_cli.connection import Connection
-
     telemetry.shutdown()
     assert not telemetry.enabled()
     stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
     try:
-        async with Connection.attach(stack, timeout=60) as conn:
-            client = await conn.client("graph-rag")
-            msgs = [m async for m in client.stream(GraphRagQuery(
-                query="Who discovered polonium?", user=deployment.user, collection=deployment.collection))]
-        await stack.wait_idle()
+        msgs = await ask_graph_rag(stack, deployment)
         q_uri = next(m.explain_id for m in msgs if m.message_type == "explain")
-        triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
-
-        async def q(patterns):
-            return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
-
-        trace = await collect_trace(q, q_uri)
+        trace = await trace_reader(stack, deployment)(q_uri)
     finally:
         await stack.stop()
     assert _values(trace, q_uri, ns.TG_QUERY) and not _values(trace, q_uri, ns.TG_OTEL_TRACE_ID)
@@ -196,25 +198,13 @@ async def test_an_exporter_that_fails_never_fails_a_query(deployment, llm_server
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")  # export at once, so the failures happen during the query
     llm_server.set_script(_script)
-    from trustgraph_cli.connection import Connection
-
     assert telemetry.install_state("trustgraph-tests", endpoint=f"http://127.0.0.1:{dead}/v1/traces")
     try:
         stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
         try:
-            async with Connection.attach(stack, timeout=60) as conn:
-                client = await conn.client("graph-rag")
-                msgs = [m async for m in client.stream(GraphRagQuery(
-                    query="Who discovered polonium?", user=deployment.user, collection=deployment.collection))]
-            await stack.wait_idle()
+            msgs = await ask_graph_rag(stack, deployment)
             q_uri = next(m.explain_id for m in msgs if m.message_type == "explain")
-            triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
-
-            async def q(patterns):
-                return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns)
-                        for t in r]
-
-            trace = await collect_trace(q, q_uri)
+            trace = await trace_reader(stack, deployment)(q_uri)
         finally:
             await stack.stop()
         telemetry.flush(5000)
@@ -261,17 +251,12 @@ async def test_a_gateway_call_with_a_traceparent_continues_the_callers_trace(dep
                 status, body = 200, {"response": "".join(f["response"].get("response") or "" for f in frames
                                                          if "response" in f)}
         await stack.wait_idle()
-        triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
         telemetry.flush()
         spans = tracing.spans(trace_id, at_least=6, root_parent=caller)
         attrs = {s["context"]["span_id"]: flat_attributes(s["attributes"]) for s in spans}
         rag = next(s for s in spans if s["name"] == "graph-rag request")
         q_uri = attrs[rag["context"]["span_id"]][telemetry.EXPLAIN_ID]
-
-        async def q(patterns):
-            return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
-
-        trace = await collect_trace(q, q_uri)
+        trace = await trace_reader(stack, deployment)(q_uri)
         async with aiohttp.ClientSession() as http, http.get(  # the explorer links the id to the tracing UI
                 gateway.url + "explorer/trace", params={"uri": q_uri, "collection": deployment.collection}) as resp:
             page = await resp.text()
@@ -315,20 +300,15 @@ async def test_an_agent_and_its_graph_rag_sub_query_are_one_trace(deployment, tr
             msgs = [m async for m in client.stream(AgentRequest(
                 question="Who discovered polonium?", user=deployment.user, collection=deployment.collection,
                 session_id=sid))]
-        await stack.wait_idle()
-        triples_store = next(s for s in stack.stores if hasattr(s, "list_traces"))
-
-        async def q(patterns):
-            return [t for r in triples_store.query_many(deployment.user, deployment.collection, patterns) for t in r]
-
-        agent_trace = await collect_trace(q, root)
+        read = trace_reader(stack, deployment)
+        agent_trace = await read(root)
         [trace_id] = _values(agent_trace, root, ns.TG_OTEL_TRACE_ID)
         assert telemetry.flush()
         spans = tracing.spans(trace_id, at_least=15)
         attrs = {s["context"]["span_id"]: flat_attributes(s["attributes"]) for s in spans}
         [rag] = [s for s in spans if s["name"] == "graph-rag request"]
         sub = attrs[rag["context"]["span_id"]][telemetry.EXPLAIN_ID]
-        sub_trace = await collect_trace(q, sub)
+        sub_trace = await read(sub)
     finally:
         await stack.stop()
     assert msgs[-1].end_of_dialog and msgs[-1].error is None
