@@ -14,6 +14,7 @@ variants and both stacks run interleaved over several repetitions.  Target: prov
 
 from __future__ import annotations
 
+import re
 import statistics
 import uuid
 
@@ -37,6 +38,8 @@ PROCESSORS = ("triples-write", "prompt", "text-completion", "agent-manager-react
 TOOLS = [{"name": "ask-llm", "kind": "text-completion", "description": "Ask the language model a question.",
           "arguments": [{"name": "question", "description": "the question"}]}]
 FINAL_ANSWER = "The answer is forty-two."
+#: An Analysis of the trace (``urn:trustgraph:agent:{session}/i{n}``), not its Thought or Observation.
+ANALYSIS = re.compile(r"/i\d+$")
 
 
 def script(runs: int, iterations: int) -> dict:
@@ -73,7 +76,7 @@ async def bench(suite: Suite, iterations: int | None = None) -> Results:
                     question="What is the answer, step by step?", user=suite.deployment(s).user,
                     collection="agent", session_id=sid))
                 got = [m.content for m in answer.messages if m.message_type == "answer" and m.content]
-                analyses = [m for m in answer.messages if m.message_type == "explain" and "/i" in m.explain_id]
+                analyses = [m for m in answer.messages if m.message_type == "explain" and ANALYSIS.search(m.explain_id)]
                 if got != [FINAL_ANSWER] or len(analyses) != (k if traced else 0):
                     raise AssertionError(f"agent dialog on {s} went wrong: answers {got}, {len(analyses)} analyses")
                 await settle(running[s])
