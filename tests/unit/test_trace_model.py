@@ -159,3 +159,13 @@ def test_stage_timings_are_the_trace_own_stages_in_order_counted_from_the_questi
     assert [(t["stage"], t["after_ms"]) for t in timings] == [
         ("grounding", 20.0), ("exploration", 150.0), ("focus", 900.0), ("synthesis", 1250.0)]
     assert build_trace(triples[:-5], q)["timings"] == []  # a trace stored before stages were stamped
+
+
+def test_stage_timings_of_a_question_time_without_a_zone_count_it_as_utc():
+    from trustgraph_base.provenance.triples import stage_time_triple
+
+    s = "0b7c2a4e-1f3d-4c55-9a61-2e8f7d1c0a0a"
+    q, g = uris.question_uri(s), uris.grounding_uri(s)
+    triples = (question_triples(q, "Who discovered polonium?", "2025-06-01T10:00:00")  # xsd:dateTime without a zone
+               + grounding_triples(g, q, ["polonium"]) + [stage_time_triple(g, "2025-06-01T10:00:00.040Z")])
+    assert [(t["stage"], t["after_ms"]) for t in build_trace(triples, q)["timings"]] == [("grounding", 40.0)]

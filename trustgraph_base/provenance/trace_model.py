@@ -33,11 +33,11 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from ..rdf.terms import quoted, serialize_term, spo
 from ..schema import BLANK, IRI, LITERAL, TRIPLE, Term, Triple
+from ..store.triples import timestamp_micros
 from . import namespaces as ns
 from .uris import final_stage_uris, parse_trace_uri
 
@@ -172,13 +172,6 @@ def build_trace(triples: Iterable[Triple] | TraceIndex, uri: str, *, labels: Map
     return out
 
 
-def _instant(text: str | None) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
-
-
 def stage_timings(index: TraceIndex, uri: str, started: str | None) -> list[Json]:
     """When each stage of the trace rooted at ``uri`` was produced (``prov:generatedAtTime``), in order:
     ``{uri, stage, at, after_ms}``, ``after_ms`` counted from the Question's start.  Stages of sub-traces
@@ -186,17 +179,17 @@ def stage_timings(index: TraceIndex, uri: str, started: str | None) -> list[Json
     root = parse_trace_uri(uri)
     if root is None:
         return []
-    start = _instant(started)
-    found: list[tuple[datetime, str, Json]] = []
+    start = timestamp_micros(started) if started else None
+    found: list[tuple[int, str, Json]] = []
     for s, props in index.props.items():
         stamps = props.get(ns.PROV_GENERATED_AT_TIME)
-        stamp = stamps[0] if stamps else None
-        node = parse_trace_uri(s)
-        at = _instant(stamp.value) if stamp is not None else None
-        if stamp is None or at is None or node is None or (node.kind, node.session) != (root.kind, root.session):
+        stamp = stamps[0].value if stamps else None
+        at = timestamp_micros(stamp) if stamp is not None else None
+        node = parse_trace_uri(s) if at is not None else None
+        if at is None or node is None or (node.kind, node.session) != (root.kind, root.session):
             continue
-        after = round((at - start).total_seconds() * 1000, 1) if start is not None else None
-        found.append((at, s, {"uri": s, "stage": node.stage, "at": stamp.value, "after_ms": after}))
+        after = round((at - start) / 1000, 1) if start is not None else None
+        found.append((at, s, {"uri": s, "stage": node.stage, "at": stamp, "after_ms": after}))
     found.sort(key=lambda f: (f[0], natural_key(f[1])))
     return [timing for _, _, timing in found]
 
