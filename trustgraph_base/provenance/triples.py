@@ -28,8 +28,11 @@ __all__ = [
     "question_triples", "grounding_triples", "exploration_triples", "focus_triples", "synthesis_triples",
     "error_triples", "docrag_question_triples", "docrag_exploration_triples", "docrag_synthesis_triples",
     "document_triples", "page_triples", "chunk_triples", "subgraph_triples", "activity_triples",
-    "FINAL_STAGE_TYPES", "ends_a_trace",
+    "FINAL_STAGE_TYPES", "ends_a_trace", "OTEL_TRACE_ID",
 ]
+
+#: An OpenTelemetry trace id as a Question records it (``tg:otelTraceId``): 32 lowercase hex digits.
+OTEL_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 _TERMS: dict[str, Term] = {}
 
@@ -159,7 +162,7 @@ def otel_trace_triples(question: Term, otel_trace_id: str, graph: str) -> list[T
     """``tg:otelTraceId`` of a Question: the OpenTelemetry trace id, 32 lower-case hex digits (none when "")."""
     if not otel_trace_id:
         return []
-    if not re.fullmatch(r"[0-9a-f]{32}", otel_trace_id):
+    if not OTEL_TRACE_ID.fullmatch(otel_trace_id):
         raise ValueError(f"not an OpenTelemetry trace id: {otel_trace_id[:64]!r}")
     return [Triple(question, _c(ns.TG_OTEL_TRACE_ID), _c_lit(otel_trace_id), graph)]
 

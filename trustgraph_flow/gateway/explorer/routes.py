@@ -29,6 +29,7 @@ from aiohttp import web
 from trustgraph_base.processor import RequestResponseClient, RequestTimeout, ServiceError, raise_on_error
 from trustgraph_base.provenance.trace_model import TYPE_NAMES
 from trustgraph_base.provenance.trace_reading import read_trace, trace_documents_text, trace_statuses
+from trustgraph_base.provenance.triples import OTEL_TRACE_ID
 from trustgraph_base.provenance.uris import check_question_uri, parse_trace_uri
 from trustgraph_base.pubsub import BackendError
 from trustgraph_base.schema import (
@@ -274,7 +275,7 @@ class Explorer:
         parent = trace.get("parent")
         otel_id = trace.get("otel_trace_id")
         tracing_href = (self.tracing_ui_url.replace("{trace_id}", otel_id)
-                        if self.tracing_ui_url and isinstance(otel_id, str) and _OTEL_TRACE_ID.fullmatch(otel_id)
+                        if self.tracing_ui_url and isinstance(otel_id, str) and OTEL_TRACE_ID.fullmatch(otel_id)
                         else None)
         return self._page("trace.html", scope=scope, trace=trace, edges=edges, drawing=draw_edges(edges),
                           tracing_href=tracing_href,
@@ -432,10 +433,6 @@ class Explorer:
                 web.post("/explorer/login", self.login),
                 web.get("/explorer/explorer.css", self.stylesheet),
                 web.get("/explorer/icon.svg", self.icon)]
-
-
-#: An OpenTelemetry trace id as the Question records it (``tg:otelTraceId``): 32 lowercase hex digits.
-_OTEL_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _root_question(uri: str) -> str:
