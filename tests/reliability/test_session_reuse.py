@@ -52,8 +52,14 @@ def stored_answer(stack, collection: str, document: str) -> str:
 
 
 async def finished_trace(stack, collection: str, uri: str, seconds: float = 60.0):
-    """The stored trace of ``uri`` once its final stage is stored (triples-write lingers before it writes)."""
+    """The stored trace of ``uri`` once it is whole: its final stage and every stage a stored stage names.
+
+    triples-write lingers before it writes, and with two replicas the stages of one run are written by
+    either, so a later stage can be stored before an earlier one (docs/guarantees.md, "Traces still
+    being written"): the final stage alone does not say that the Thoughts before it are there.
+    """
     from trustgraph_base.provenance.walk import collect_trace
+    from trustgraph_base.rdf.validation import validate_trace
 
     store = stack.triples_store()
     try:
@@ -64,7 +70,8 @@ async def finished_trace(stack, collection: str, uri: str, seconds: float = 60.0
         deadline = asyncio.get_running_loop().time() + seconds
         while True:
             trace = await collect_trace(q, uri)
-            if f"{uri}/final" in {t.s.value for t in trace} or asyncio.get_running_loop().time() > deadline:
+            whole = f"{uri}/final" in {t.s.value for t in trace} and validate_trace(trace).conforms
+            if whole or asyncio.get_running_loop().time() > deadline:
                 return trace
             await asyncio.sleep(0.5)
     finally:
