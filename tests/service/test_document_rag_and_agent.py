@@ -208,7 +208,7 @@ async def test_agent_two_tool_calls_with_linked_subtrace(deployment, llm_server,
     try:
         msgs = await stream(stack, "agent", AgentRequest(question="Who discovered polonium and why the name?",
                                                          user=deployment.user, collection=deployment.collection,
-                                                         session_id=sid))
+                                                         session_id=sid, pattern="react"))
         root = f"urn:trustgraph:agent:{sid}"
         stored = await stored_trace(stack, deployment, root)
         docs = trace_documents(stack, deployment, stored)

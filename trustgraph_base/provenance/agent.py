@@ -23,13 +23,17 @@ __all__ = ["agent_session_triples", "agent_iteration_triples", "agent_thought_tr
 
 
 def agent_session_triples(session_uri: str, query: str, timestamp: datetime | str | None = None, *,
-                          graph: str = ns.GRAPH_RETRIEVAL, otel_trace_id: str = "") -> list[Triple]:
-    """The agent's Question: what was asked and when (and in which OpenTelemetry trace, when tracing is on)."""
+                          graph: str = ns.GRAPH_RETRIEVAL, otel_trace_id: str = "",
+                          parent_uri: str = "") -> list[Triple]:
+    """The agent's Question: what was asked and when (and in which OpenTelemetry trace, when tracing is on);
+    ``parent_uri``: the supervisor's Decomposition a sub-agent's Question is derived from."""
     q = _iri(session_uri)
     out = _types(q, graph, ns.PROV_ACTIVITY, ns.TG_QUESTION, ns.TG_AGENT_QUESTION)
     out.append(Triple(q, LABEL, _c_lit("Agent question"), graph))
     out.append(Triple(q, _c(ns.PROV_STARTED_AT_TIME), timestamp_literal(timestamp), graph))
     out.append(Triple(q, _c(ns.TG_QUERY), _text(query), graph))
+    if parent_uri:
+        out.append(Triple(q, _c(ns.PROV_WAS_DERIVED_FROM), _iri(parent_uri), graph))
     out += otel_trace_triples(q, otel_trace_id, graph)
     return out
 

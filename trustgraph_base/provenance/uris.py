@@ -34,8 +34,8 @@ def check_session_id(session_id: str) -> str:
 # ---------------------------------------------------------------- the trace URI scheme
 #: ``(kind, stage) -> format`` of every node of a trace and of the librarian documents it names; ``{s}`` is the
 #: session (a query's uuid, an agent's session id), ``{i}`` the index (an edge selection's, from 0; an Analysis'
-#: and its Thought's and Observation's, from 1).  An agent's Thought and Observation share their URI with the
-#: librarian document holding their text, as in TrustGraph 2.11.1.
+#: and its Thought's and Observation's, a plan's step result's and a supervisor's finding's, from 1).  An agent's
+#: Thought, Observation, StepResult and Finding share their URI with the librarian document holding their text.
 TRACE_URI_FORMATS: dict[tuple[str, str], str] = {
     ("graphrag", "question"): "urn:trustgraph:question:{s}",
     ("graphrag", "grounding"): "urn:trustgraph:prov:grounding:{s}",
@@ -55,6 +55,12 @@ TRACE_URI_FORMATS: dict[tuple[str, str], str] = {
     ("agent", "analysis"): "urn:trustgraph:agent:{s}/i{i}",
     ("agent", "thought"): "urn:trustgraph:agent:{s}/i{i}/thought",
     ("agent", "observation"): "urn:trustgraph:agent:{s}/i{i}/observation",
+    ("agent", "pattern-decision"): "urn:trustgraph:agent:{s}/pattern-decision",
+    ("agent", "plan"): "urn:trustgraph:agent:{s}/plan",
+    ("agent", "step"): "urn:trustgraph:agent:{s}/step/{i}",
+    ("agent", "decomposition"): "urn:trustgraph:agent:{s}/decompose",
+    ("agent", "finding"): "urn:trustgraph:agent:{s}/finding/{i}",
+    ("agent", "synthesis"): "urn:trustgraph:agent:{s}/synthesis",
     ("agent", "conclusion"): "urn:trustgraph:agent:{s}/final",
     ("agent", "error"): "urn:trustgraph:agent:{s}/error",
     ("agent", "answer"): "urn:trustgraph:agent:{s}/answer",
@@ -63,7 +69,7 @@ TRACE_URI_FORMATS: dict[tuple[str, str], str] = {
 FINAL_STAGES = {"graphrag": "synthesis", "docrag": "synthesis", "agent": "conclusion"}
 #: The stages whose URI names a librarian document the trace stores: its answer, and an agent's thoughts and
 #: observations.
-DOCUMENT_STAGES = frozenset({"answer", "thought", "observation"})
+DOCUMENT_STAGES = frozenset({"answer", "thought", "observation", "step", "finding"})
 
 
 def trace_uri(kind: str, session: str, stage: str, index: int | None = None) -> str:
@@ -169,6 +175,14 @@ def agent_observation_uri(session_id: str, n: int) -> str:
     return trace_uri("agent", check_session_id(session_id), "observation", n)
 
 
+def agent_pattern_uri(session_id: str, stage: str, index: int | None = None) -> str:
+    """A node of a plan-then-execute or supervisor run: ``pattern-decision``, ``plan``, ``step`` (``index`` from 1),
+    ``decomposition``, ``finding`` (``index`` from 1) or ``synthesis``."""
+    if index is not None and index < 1:
+        raise ValueError("plan steps and findings are numbered from 1")
+    return trace_uri("agent", check_session_id(session_id), stage, index)
+
+
 def agent_final_uri(session_id: str) -> str:
     return trace_uri("agent", check_session_id(session_id), "conclusion")
 
@@ -262,6 +276,7 @@ _TRACE_NODE = re.compile(
 _SUFFIXES = {(kind, fmt.rpartition("/")[2]): stage for (kind, stage), fmt in TRACE_URI_FORMATS.items()
              if kind in ("docrag", "agent") and "/" in fmt and "{i}" not in fmt}
 _ANALYSIS = re.compile(r"i([1-9][0-9]*)(?:/(thought|observation))?\Z")
+_NUMBERED = re.compile(r"(step|finding)/([1-9][0-9]*)\Z")
 
 
 def _number(digits: str) -> int | None:
@@ -296,6 +311,9 @@ def parse_trace_uri(uri: str) -> TraceUri | None:
     analysis = _ANALYSIS.match(suffix) if kind == "agent" else None
     if analysis:
         return TraceUri(kind, session, analysis[2] or "analysis", _number(analysis[1]))
+    numbered = _NUMBERED.match(suffix) if kind == "agent" else None
+    if numbered:
+        return TraceUri(kind, session, numbered[1], _number(numbered[2]))
     return TraceUri(kind, session, _SUFFIXES.get((kind, suffix), ""))
 
 

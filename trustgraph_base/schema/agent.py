@@ -34,6 +34,10 @@ class AgentRequest:
     streaming: bool = False
     session_id: str = ""
     max_iterations: int = 0
+    #: ``react``, ``plan-then-execute`` or ``supervisor``; empty: the router chooses (docs/trace-model.md).
+    pattern: str = ""
+    #: A supervisor's sub-agent: the Decomposition its Question is derived from.
+    parent_uri: str = ""
 
 
 @dataclass

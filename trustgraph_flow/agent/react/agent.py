@@ -93,14 +93,17 @@ class ReactAgent:
                                                req.max_iterations or s.max_iterations))
 
     async def _dialog(self, req: AgentRequest, session: QuerySession, tools: list[Tool], history: list[AgentStep],
-                      max_iter: int) -> None:
-        check_question(req.question, "question")
-        if not tools:
-            raise ValueError(f"no tools available (group {req.group!r} matches none)")
-        if session.explainable:
-            await self._claim(req, session)
+                      max_iter: int, start: str = "") -> None:
+        """The loop; ``start``: the stage the first Analysis is derived from when the run's Question is already
+        claimed (the router's PatternDecision), else the Question is claimed here."""
+        if not start:
+            check_question(req.question, "question")
+            if not tools:
+                raise ValueError(f"no tools available (group {req.group!r} matches none)")
+            if session.explainable:
+                await self._claim(req, session)
         session.stage = "analysis"
-        parent = session.question_uri  # the step the next one is derived from
+        parent = start or session.question_uri  # the step the next one is derived from
         for n in range(len(history) + 1, max_iter + 1):
             final, usage = await self._iteration(req, session, tools, history, n, parent)
             if final is not None:
@@ -119,7 +122,8 @@ class ReactAgent:
         """Store the Question as a new trace, or refuse the run: its session id names another one."""
         if session.explainable:
             telemetry.set_explain_id(session.question_uri)
-        triples = agent_session_triples(session.question_uri, req.question, otel_trace_id=telemetry.current_trace_id())
+        triples = agent_session_triples(session.question_uri, req.question, otel_trace_id=telemetry.current_trace_id(),
+                                        parent_uri=req.parent_uri)
 
         async def claim() -> None:
             if not await self.ports.claim_trace(req.user, session.collection, triples):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import AsyncIterator
 
 from trustgraph_base.processor import Processor, ServiceError, launch, raise_on_error
 from trustgraph_base.schema import (
     AgentRequest,
+    AgentResponse,
     DocumentRagQuery,
     GraphRagQuery,
     TextCompletionRequest,
@@ -17,6 +19,7 @@ from trustgraph_base.schema import (
 from ...common.ports import BusPorts
 from ...common.query_session import NO_ANSWER_ERROR
 from ...common.services import client_spec, explain_producer_specs, request_spec
+from ..patterns import AgentOrchestrator
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
 
@@ -36,7 +39,13 @@ def _answer(text: str) -> str:
 
 
 class AgentPorts(BusPorts):
-    """Bus ports plus tool execution through the graph-rag, document-rag and text-completion services."""
+    """Bus ports plus tool execution through the graph-rag, document-rag and text-completion services, and
+    sub-agents as agent requests."""
+
+    async def run_subagent(self, request: AgentRequest) -> AsyncIterator[AgentResponse]:
+        """The response stream of ``request`` sent to the agent service (any replica may take it)."""
+        async for resp in self.p.client("agent").stream(request):
+            yield resp
 
     async def run_tool(self, tool: Tool, query: str, req: AgentRequest, parent_uri: str, explain_collection: str,
                        on_explain) -> ToolOutcome:
@@ -68,8 +77,14 @@ class AgentPorts(BusPorts):
             return ToolOutcome(f"Error: the {tool.name} tool failed: {e}", error=str(e))
 
 
+#: Agent requests one service instance handles at once (at least): a supervisor and its sub-agents.
+SUBAGENT_HANDLERS = 16
+
+
 class AgentService(Processor):
-    """A ReAct agent whose every iteration is recorded (when the request has a session id)."""
+    """The agent: ReAct, plan-then-execute or supervisor per request, every stage recorded (when the request has
+    a session id).  A supervisor's sub-agents are agent requests of their own, which this service (or any replica
+    of it) takes, so its request consumer runs several handlers at once: a supervisor waits on its sub-agents."""
 
     default_id = "agent-manager-react"
 
@@ -80,20 +95,23 @@ class AgentService(Processor):
         if tools is None and not _llm_configured():
             # Without a language model a text-completion tool can only fail: do not offer it.
             configured = tuple(t for t in DEFAULT_TOOLS if t.kind != "text-completion")
-        self.add(request_spec("agent", self.flow, self.on_request))
+        self.add(request_spec("agent", self.flow, self.on_request,
+                              concurrency=max(self.concurrency, SUBAGENT_HANDLERS)))
         for spec in explain_producer_specs(self.flow):
             self.add(spec)
         kinds = {t.kind for t in configured}
         self.add(client_spec("prompt", self.flow))
         self.add(client_spec("trace-claim", self.flow))
+        self.add(client_spec("agent", self.flow))
         for kind in ("graph-rag", "document-rag", "text-completion"):
             if kind in kinds:
                 self.add(client_spec(kind, self.flow))
         self.ports = AgentPorts(self)
         self.agent = ReactAgent(self.ports, configured, AgentSettings(max_iterations, explain_collection))
+        self.orchestrator = AgentOrchestrator(self.agent)
 
     async def on_request(self, req: AgentRequest, ctx) -> None:
-        await self.agent.run(req, ctx.respond)
+        await self.orchestrator.run(req, ctx.respond)
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:

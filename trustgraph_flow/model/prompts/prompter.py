@@ -12,12 +12,13 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..extractive import DESCRIPTION as EXTRACTIVE_DESCRIPTION
 from ..extractive import MODEL_ID as EXTRACTIVE_MODEL_ID
+from ..extractive import pattern_policy
 from ..extractive.answers import compose_document_answer, compose_graph_answer
 from ..extractive.edge_selection import select_edges
 from ..extractive.react_policy import next_step
@@ -127,6 +128,15 @@ class LlmPrompter:
                 usage.model = chunk.model or self.model_id
 
 
+#: The extractive answers to the agent-pattern templates: ``(terms, embedder) -> reply``.
+_PATTERN_POLICIES: dict[str, Callable[[dict, Any], str]] = {
+    "agent-pattern-select": lambda terms, embedder: pattern_policy.select_pattern(terms["question"]),
+    "agent-plan": lambda terms, embedder: pattern_policy.plan(terms["question"], terms["tools"], embedder=embedder),
+    "agent-decompose": lambda terms, embedder: pattern_policy.decompose(terms["question"]),
+    "agent-synthesise": lambda terms, embedder: pattern_policy.synthesise(terms["question"], terms["results"]),
+}
+
+
 class ExtractivePrompter:
     """Answers the retrieval and agent templates with the deterministic extractive algorithms.
 
@@ -171,6 +181,8 @@ class ExtractivePrompter:
         if template_id == "agent-react":
             text = next_step(terms["question"], terms["tools"], terms.get("history", []), embedder=self.embedder)
             return PromptResult(text=text, model=self.model_id)
+        if template_id in _PATTERN_POLICIES:
+            return PromptResult(text=_PATTERN_POLICIES[template_id](terms, self.embedder), model=self.model_id)
         raise PromptError(
             f"the extractive backend does not run {template_id!r}: without an LLM, ingestion uses the "
             "pattern extractor (trustgraph_flow.ingest.extraction.pattern); configure an OpenAI-compatible "

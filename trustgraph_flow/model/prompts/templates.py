@@ -321,6 +321,11 @@ TEMPLATES: dict[str, PromptTemplate] = {
 }
 
 
+from .agent_pattern_templates import PATTERN_TEMPLATES  # noqa: E402 - they are built from this module's parts
+
+TEMPLATES.update({template.id: template for template in PATTERN_TEMPLATES})
+
+
 def get_template(template_id: str) -> PromptTemplate:
     """The template called ``template_id``.
 

@@ -1,0 +1,280 @@
+"""The agent's plan-then-execute and supervisor patterns and its router, on real processors, on both deployments.
+
+Supervisor: Question ← Decomposition ← (sub-agent Questions, each a react trace of its own) ; Finding i ← the
+Decomposition and sub-agent i's Conclusion ; Synthesis ← every Finding ; Conclusion ← Synthesis, with the
+sub-agents running at the same time (their recorded start and end times overlap).  Plan: Question ← Plan ←
+StepResult i (← the steps it depends on) ← Synthesis, steps run in dependency order.  A failing sub-agent or
+step is a recorded result with its error, the synthesis is told what is missing, and the trace ends complete.
+The router records its choice and why.  The extractive backend runs every pattern without a model.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from datetime import datetime
+
+import pytest
+from test_document_rag_and_agent import by_subject, stored_trace, stream, trace_documents, triples_store
+
+from trustgraph_base.provenance import namespaces as ns
+from trustgraph_base.rdf.validation import validate_trace
+from trustgraph_base.schema import AgentRequest
+from trustgraph_flow.embedded import QUERY_STACK
+
+pytestmark = pytest.mark.timeout(600)
+
+GOALS = ["Who discovered polonium?", "Who discovered radium?", "Where was Marie Curie born?"]
+
+
+def types_of(by: dict, node: str) -> set:
+    return set(by.get(node, {}).get(ns.RDF_TYPE, []))
+
+
+def parents(by: dict, node: str) -> set:
+    return set(by[node].get(ns.PROV_WAS_DERIVED_FROM, []))
+
+
+def when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def supervisor_script(goals=GOALS, *, delay: float = 0.0, failing: str = "", calls: list | None = None):
+    """Decompose into ``goals``; each sub-agent answers at once after ``delay`` seconds (the one asked ``failing``
+    makes the model fail); the synthesis lists what it was given."""
+    def script(template_id, terms, messages):
+        if calls is not None:
+            calls.append(template_id)
+        if template_id == "agent-pattern-select":
+            return json.dumps({"pattern": "supervisor", "reason": "three independent questions"})
+        if template_id == "agent-decompose":
+            return "\n".join(json.dumps({"goal": g}) for g in goals)
+        if template_id == "agent-react":
+            if terms["question"] == failing:
+                raise RuntimeError("injected: this sub-agent's model fails")
+            time.sleep(delay)
+            return f"Thought: known\nFinal Answer: the answer to {terms['question']}"
+        if template_id == "agent-synthesise":
+            parts = [f"{r['goal']} -> {r['error'] or r['result']}" for r in terms["results"]]
+            missing = [r["goal"] for r in terms["results"] if r["error"]]
+            return "; ".join(parts) + (f". Missing: {', '.join(missing)}" if missing else "")
+        raise AssertionError(template_id)
+
+    return script
+
+
+async def ask(deployment, settings, question: str, sid: str, pattern: str, stack=None):
+    own = stack is None
+    if own:
+        stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question=question, user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid,
+                                                         pattern=pattern))
+        stored = await stored_trace(stack, deployment, f"urn:trustgraph:agent:{sid}")
+        docs = trace_documents(stack, deployment, stored)
+    finally:
+        if own:
+            await stack.stop()
+    return msgs, stored, docs
+
+
+async def test_supervisor_runs_subagents_in_parallel_and_joins_their_findings(deployment, llm_server, llm_settings):
+    llm_server.set_script(supervisor_script(delay=1.0))
+    sid = f"sup-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    msgs, stored, docs = await ask(deployment, llm_settings(llm_server), "Three questions about the Curies",
+                                   sid, "supervisor")
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None, msgs[-1]
+    by = by_subject(stored)
+    decomposition, synthesis, final = f"{root}/decompose", f"{root}/synthesis", f"{root}/final"
+    findings = [f"{root}/finding/{n}" for n in (1, 2, 3)]
+    subs = [f"{root}-g{n}" for n in (1, 2, 3)]
+    assert ns.TG_DECOMPOSITION in types_of(by, decomposition) and parents(by, decomposition) == {root}
+    assert sorted(by[decomposition][ns.TG_SUBAGENT_GOAL]) == sorted(GOALS)
+    for n, (finding, sub) in enumerate(zip(findings, subs, strict=True)):
+        assert ns.TG_FINDING in types_of(by, finding)
+        # each sub-agent is a react run of its own, linked to the Decomposition, and its Finding joins both
+        assert ns.TG_AGENT_QUESTION in types_of(by, sub) and parents(by, sub) == {decomposition}
+        assert parents(by, finding) == {decomposition, f"{sub}/final"}
+        assert docs[finding][0] == f"the answer to {GOALS[n]}"
+    assert ns.TG_SYNTHESIS in types_of(by, synthesis) and parents(by, synthesis) == set(findings)
+    assert parents(by, final) == {synthesis}
+    assert by[final][ns.TG_TERMINATION_REASON] == ["subagents-complete"]
+    answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
+    assert docs[by[synthesis][ns.TG_DOCUMENT][0]][0] == answer and "Missing" not in answer
+    # the sub-agents overlapped: each started before any of them ended
+    starts = [when(by[sub][ns.PROV_STARTED_AT_TIME][0]) for sub in subs]
+    ends = [when(by[f"{sub}/final"][ns.PROV_GENERATED_AT_TIME][0]) for sub in subs]
+    assert max(starts) < min(ends), (starts, ends)
+    # an explain event per node: each Finding as its sub-agent finished, the Synthesis after all of them
+    events = [m.explain_id for m in msgs if m.message_type == "explain"]
+    assert events[:2] == [root, decomposition]
+    assert set(findings) <= set(events) and all(events.index(f) < events.index(synthesis) for f in findings)
+    assert events[-2:] == [synthesis, final]
+    assert {f"{sub}/final" for sub in subs} <= set(events)  # the sub-agents' ends, forwarded
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_supervisor_with_a_failing_subagent_says_what_is_missing(deployment, llm_server, llm_settings):
+    llm_server.set_script(supervisor_script(failing=GOALS[1]))
+    sid = f"supf-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    msgs, stored, docs = await ask(deployment, llm_settings(llm_server), "Three questions about the Curies",
+                                   sid, "supervisor")
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None
+    by = by_subject(stored)
+    failed = f"{root}/finding/2"
+    assert "injected" in by[failed][ns.TG_TOOL_ERROR][0]
+    assert docs[failed][0].startswith("Error:")
+    # the failed sub-agent's trace ends with its Error, which the Finding is derived from
+    assert parents(by, failed) == {f"{root}/decompose", f"{root}-g2/error"}
+    assert ns.TG_ERROR in types_of(by, f"{root}-g2/error")
+    answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
+    assert f"Missing: {GOALS[1]}" in answer
+    assert by[f"{root}/final"][ns.TG_TERMINATION_REASON] == ["subagents-complete"]
+    assert validate_trace(stored).conforms
+
+
+def plan_script(order: list, lock: threading.Lock):
+    """A three-step plan: 1 and 2 independent, 3 after both; every tool answer is logged in ``order`` as it
+    starts and ends."""
+    plan = [{"goal": "Who discovered polonium?", "tool": "knowledge-query", "depends_on": []},
+            {"goal": "Why is polonium named so?", "tool": "document-query", "depends_on": []},
+            {"goal": "When was polonium discovered?", "tool": "knowledge-query", "depends_on": [1, 2]}]
+
+    def log(event):
+        with lock:
+            order.append(event)
+
+    def script(template_id, terms, messages):
+        if template_id == "agent-plan":
+            return "\n".join(json.dumps(s) for s in plan)
+        if template_id == "kg-edge-selection":
+            chosen = [k for k in terms["knowledge"] if "polonium" in (k["s"] + k["o"]).lower()][:2]
+            return "\n".join(json.dumps({"id": k["id"], "reasoning": "about polonium"}) for k in chosen)
+        if template_id in ("kg-synthesis", "document-prompt"):
+            log(("start", terms["query"]))
+            time.sleep(0.3)
+            log(("end", terms["query"]))
+            return f"answer to {terms['query']}"
+        if template_id == "agent-synthesise":
+            return " ".join(r["result"] for r in terms["results"])
+        raise AssertionError(template_id)
+
+    return script
+
+
+async def test_plan_runs_steps_in_dependency_order(deployment, llm_server, llm_settings):
+    order: list = []
+    llm_server.set_script(plan_script(order, threading.Lock()))
+    sid = f"plan-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    msgs, stored, docs = await ask(deployment, llm_settings(llm_server), "Who discovered polonium, why the name, "
+                                   "and when?", sid, "plan-then-execute")
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None, msgs[-1]
+    by = by_subject(stored)
+    plan, steps = f"{root}/plan", [f"{root}/step/{n}" for n in (1, 2, 3)]
+    assert ns.TG_PLAN in types_of(by, plan) and parents(by, plan) == {root}
+    assert sorted(by[plan][ns.TG_PLAN_STEP]) == ["1. Who discovered polonium?", "2. Why is polonium named so?",
+                                                 "3. When was polonium discovered?"]
+    assert parents(by, steps[0]) == {plan} and parents(by, steps[1]) == {plan}
+    assert parents(by, steps[2]) == {plan, steps[0], steps[1]}  # the plan and both steps it depends on
+    assert parents(by, f"{root}/synthesis") == set(steps)
+    assert docs[steps[2]][0] == "answer to When was polonium discovered?"
+    # steps 1 and 2 ran at the same time (both started before either ended), step 3 only after both ended
+    started = [m.message_id for m in msgs if m.message_type == "action"]
+    ended = [m.message_id for m in msgs if m.message_type == "observation"]
+    position = {(m.message_type, m.message_id): k for k, m in enumerate(msgs)
+                if m.message_type in ("action", "observation")}
+    assert sorted(started) == steps and sorted(ended) == steps
+    assert max(position["action", steps[0]], position["action", steps[1]]) < min(
+        position["observation", steps[0]], position["observation", steps[1]])
+    assert position["action", steps[2]] > max(position["observation", steps[0]], position["observation", steps[1]])
+    third = "When was polonium discovered?"
+    assert order.index(("start", third)) > max(k for k, (_, q) in enumerate(order) if q != third)
+    # each step's tool sub-trace is linked to its step result
+    sub_questions = [s for s, p in by.items() if ns.TG_QUERY in p and s != root]
+    assert {next(iter(parents(by, q))) for q in sub_questions} == set(steps)
+    events = [m.explain_id for m in msgs if m.message_type == "explain" and m.explain_id.startswith(root)]
+    assert events.index(steps[2]) > max(events.index(steps[0]), events.index(steps[1]))
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_router_records_its_choice_and_reason(deployment, llm_server, llm_settings):
+    """No pattern: a question of several clauses goes to the model's router (here: supervisor), a one-clause
+    question is react by rule; both decisions are recorded with their reason, and a react run's first
+    Analysis is derived from the decision."""
+    calls: list = []
+    llm_server.set_script(supervisor_script(calls=calls))
+    settings = llm_settings(llm_server)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    try:
+        sid, one = f"route-{uuid.uuid4().hex[:8]}", f"route1-{uuid.uuid4().hex[:8]}"
+        msgs, stored, _ = await ask(deployment, settings, "Who discovered polonium and who discovered radium?",
+                                    sid, "", stack=stack)
+        react_msgs, react_trace, _ = await ask(deployment, settings, "Who discovered polonium?", one, "", stack=stack)
+    finally:
+        await stack.stop()
+    root = f"urn:trustgraph:agent:{sid}"
+    by = by_subject(stored)
+    decision = f"{root}/pattern-decision"
+    assert by[decision][ns.TG_PATTERN] == ["supervisor"]
+    assert by[decision][ns.TG_REASONING] == ["three independent questions"]
+    assert parents(by, f"{root}/decompose") == {decision}
+    assert calls.count("agent-pattern-select") == 1  # the one-clause question was routed without the model
+    by1 = by_subject(react_trace)
+    root1 = f"urn:trustgraph:agent:{one}"
+    assert by1[f"{root1}/pattern-decision"][ns.TG_PATTERN] == ["react"]
+    assert "one clause" in by1[f"{root1}/pattern-decision"][ns.TG_REASONING][0]
+    assert parents(by1, f"{root1}/final") == {f"{root1}/pattern-decision"}
+    for trace in (stored, react_trace):
+        report = validate_trace(trace)
+        assert report.conforms, [v.message for v in report.violations]
+    assert msgs[-1].error is None and react_msgs[-1].error is None
+
+
+async def test_unknown_pattern_is_refused(deployment, llm_server, llm_settings):
+    llm_server.set_script(supervisor_script())
+    sid = f"bad-{uuid.uuid4().hex[:8]}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        msgs = await stream(stack, "agent", AgentRequest(question="Who?", user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid,
+                                                         pattern="swarm"))
+        found = triples_store(stack).get_trace(deployment.user, deployment.collection, f"urn:trustgraph:agent:{sid}")
+    finally:
+        await stack.stop()
+    assert [m.message_type for m in msgs] == ["error"] and "unknown agent pattern 'swarm'" in msgs[0].error.message
+    assert found is None
+
+
+@pytest.mark.parametrize("pattern", ["plan-then-execute", "supervisor", ""])
+async def test_extractive_backend_runs_every_pattern(deployment, pattern):
+    """Without a model: the plan is one step per clause, the decomposition one goal per clause, the router a
+    rule; each run ends with an answer from the steps' or sub-agents' results."""
+    stack = await deployment.start(QUERY_STACK)
+    sid = f"ext-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    try:
+        msgs, stored, docs = await ask(deployment, {}, "Who discovered polonium and who discovered radium?", sid,
+                                       pattern, stack=stack)
+    finally:
+        await stack.stop()
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None, msgs[-1]
+    by = by_subject(stored)
+    if pattern == "plan-then-execute":
+        branches = [f"{root}/step/1", f"{root}/step/2"]
+    else:
+        branches = [f"{root}/finding/1", f"{root}/finding/2"]
+    if not pattern:
+        assert by[f"{root}/pattern-decision"][ns.TG_PATTERN] == ["supervisor"]
+    assert parents(by, f"{root}/synthesis") == set(branches)
+    answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
+    assert "polonium" in answer.lower() and "radium" in answer.lower(), answer
+    report = validate_trace(stored)
+    assert report.conforms, [v.message for v in report.violations]
