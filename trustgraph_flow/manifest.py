@@ -135,7 +135,7 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
                    serves=("document-rag",), calls=("embeddings", "document-embeddings", "prompt", "librarian"),
                    feeds=("triples-store", "answer-store")),
     ProcessorEntry("agent-manager-react", _F + "agent.react.service:AgentService",
-                   serves=("agent",), calls=("prompt", "trace-claim", "graph-rag", "document-rag", "text-completion"),
+                   serves=("agent",), calls=("prompt", "trace-claim", "graph-rag", "document-rag", "text-completion", "agent"),
                    feeds=("triples-store", "answer-store"), env=LLM_ENV),
     ProcessorEntry("api-gateway", _F + "gateway.service:ApiGateway",
                    calls=("graph-rag", "document-rag", "agent", "triples", "librarian", "trace-list", "trace-admin"),

@@ -371,7 +371,7 @@ async def test_agent_refuses_a_session_id_that_names_another_run(deployment, llm
 
 
 def count_runs(agent, name: str, taken: dict) -> None:
-    """Count in ``taken[name]`` the requests this agent replica takes."""
+    """Count in ``taken[name]`` the requests this agent replica takes (its orchestrator answers every request)."""
     run = agent.run
 
     async def counted(req, emit):
@@ -398,7 +398,7 @@ async def test_concurrent_requests_with_one_new_session_id_run_once(deployment, 
     taken: dict[str, int] = {}
     for name, running in (("first", stack), ("replica", replica)):
         if running is not None:
-            count_runs(running.get("agent-manager-react").agent, name, taken)
+            count_runs(running.get("agent-manager-react").orchestrator, name, taken)
     questions = [f"Question {i} about polonium?" for i in range(6)]
     sid = f"race-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"

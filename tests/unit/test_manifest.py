@@ -131,7 +131,8 @@ def test_the_closure_is_in_manifest_order_servers_before_their_clients():
     order = list(PROCESSORS)
     for e in PROCESSORS.values():
         for pid in closure(*e.calls):
-            assert order.index(pid) < order.index(e.id), (e.id, pid)
+            if pid != e.id:  # the agent calls itself: a supervisor's sub-agents are agent requests
+                assert order.index(pid) < order.index(e.id), (e.id, pid)
 
 
 def test_flows_named_in_the_manifest_are_the_flows_of_the_contracts():

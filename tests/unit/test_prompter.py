@@ -46,6 +46,15 @@ TERMS = {
                     "history": []},
     "extract-relationships": {"text": "Marie Curie discovered polonium."},
     "extract-definitions": {"text": "Polonium is a radioactive element."},
+    "agent-pattern-select": {"question": "Who discovered polonium and who discovered radium?",
+                             "patterns": [{"name": "react", "description": "one line of reasoning"},
+                                          {"name": "supervisor", "description": "parallel sub-agents"}]},
+    "agent-plan": {"question": "Who discovered polonium, then when?",
+                   "tools": [{"name": "knowledge-query", "description": "Ask the knowledge graph."}]},
+    "agent-decompose": {"question": "Who discovered polonium and who discovered radium?"},
+    "agent-synthesise": {"question": "Who discovered polonium and radium?",
+                         "results": [{"goal": "Who discovered polonium?", "result": "Marie Curie.", "error": ""},
+                                     {"goal": "Who discovered radium?", "result": "", "error": "timed out"}]},
 }
 
 
@@ -53,7 +62,8 @@ TERMS = {
 def test_all_template_ids_and_response_types():
     assert {tid: t.response_type for tid, t in TEMPLATES.items()} == {
         "kg-edge-selection": "jsonl", "kg-synthesis": "text", "document-prompt": "text", "agent-react": "text",
-        "extract-relationships": "jsonl", "extract-definitions": "jsonl"}
+        "extract-relationships": "jsonl", "extract-definitions": "jsonl", "agent-pattern-select": "text",
+        "agent-plan": "text", "agent-decompose": "text", "agent-synthesise": "text"}
 
 
 @pytest.mark.parametrize("template_id", sorted(TERMS))
@@ -108,7 +118,7 @@ def test_bad_terms_are_rejected_clearly(template_id, terms, message):
 
 
 def test_unknown_template():
-    with pytest.raises(PromptError, match="unknown prompt template 'kg-magic'; known: agent-react"):
+    with pytest.raises(PromptError, match="unknown prompt template 'kg-magic'; known: agent-decompose, agent-pattern-select, agent-plan, agent-react"):
         get_template("kg-magic")
 
 
