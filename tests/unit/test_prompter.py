@@ -118,7 +118,8 @@ def test_bad_terms_are_rejected_clearly(template_id, terms, message):
 
 
 def test_unknown_template():
-    with pytest.raises(PromptError, match="unknown prompt template 'kg-magic'; known: agent-decompose, agent-pattern-select, agent-plan, agent-react"):
+    with pytest.raises(PromptError, match="unknown prompt template 'kg-magic'; known: agent-decompose, "
+                                          "agent-pattern-select, agent-plan, agent-react"):
         get_template("kg-magic")
 
 
