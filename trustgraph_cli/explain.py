@@ -272,6 +272,7 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
             for line in _answer(syn["answer"], max_answer):
                 p(line)
     else:
+        _render_pattern(trace, p, show_provenance, max_answer, indent)
         for i, a in enumerate(trace["analyses"], 1):
             p()
             p(f"--- Analysis {i} ({a['uri']}) ---")
@@ -304,6 +305,57 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
         p("--- Error ---")
         p(f"Stage: {e['stage']}")
         p(f"Message: {e['message']}")
+
+
+def _render_pattern(trace: dict, p, show_provenance: bool, max_answer: int, indent: str) -> None:
+    """The router's decision, a plan's steps or a supervisor's findings, and the synthesis that joins them: each
+    node names what it is derived from (``Synthesis ← Finding 1, Finding 2``), so the DAG's joins show."""
+    from trustgraph_base.provenance.trace_model import node_name
+
+    root = trace["uri"]
+
+    def joins(name: str, node: dict) -> str:
+        return f"{name} ← {', '.join(node_name(i, root) for i in node['inputs'])}"
+
+    if trace.get("pattern"):
+        d = trace["pattern"]
+        p()
+        p(f"--- Pattern decision ({d['uri']}) ---")
+        p(f"Pattern: {d['pattern']}")
+        p(f"Reason: {d['reason']}")
+    if trace.get("plan"):
+        p()
+        p(f"--- Plan ({trace['plan']['uri']}) ---")
+        for step in trace["plan"]["steps"]:
+            p(f"  {step}")
+    if trace.get("decomposition"):
+        d = trace["decomposition"]
+        p()
+        p(f"--- Decomposition ({d['uri']}) ---")
+        for n, goal in enumerate(d["goals"], 1):
+            p(f"  Goal {n}: {goal}")
+        for sub in d["sub_agents"]:
+            p()
+            render_text(sub, show_provenance, max_answer, indent + "    ")
+    for b in (*trace.get("step_results", []), *trace.get("findings", [])):
+        name = node_name(b["uri"], root)
+        p()
+        p(f"--- {joins(name, b)} ---")
+        p(f"Goal: {b['goal']}" + (f"  Tool: {b['tool']}" if b.get("tool") else ""))
+        if b.get("error"):
+            p(f"Error: {b['error']}")
+        else:
+            for line in _answer(b["result"], max_answer):
+                p(line)
+        for sub in b.get("sub_traces", []):
+            p()
+            render_text(sub, show_provenance, max_answer, indent + "    ")
+    if trace.get("synthesis"):
+        syn = trace["synthesis"]
+        p()
+        p(f"--- {joins('Synthesis', syn)} ---")
+        if _usage_text(syn.get("usage")):
+            p(_usage_text(syn["usage"]))
 
 
 #: Longest duration accepted (100 years; trace-admin refuses more).

@@ -26,7 +26,12 @@ while the answer streams to stdout::
 The agent's blocks are ``[question]``, then per iteration ``[analysis]`` (thought and action),
 the sub-query's ``[question]`` when its tool asked one, ``[observation]`` (what the tool
 returned), and ``[conclusion]``; the texts of thoughts and observations are the ones the agent
-streamed (the trace keeps them as librarian documents).
+streamed (the trace keeps them as librarian documents).  Plan-then-execute and supervisor runs
+(``-p``) show ``[pattern decision]``, ``[plan]`` / ``[decomposition]``, ``[step n]`` / ``[finding n]``
+in the order they complete, and ``[synthesis]``, each with the nodes it is derived from::
+
+    [synthesis] urn:trustgraph:agent:<sid>/synthesis
+        Synthesis ← Finding 1, Finding 2, Finding 3
 """
 
 from __future__ import annotations
@@ -105,6 +110,8 @@ class ExplainPrinter:
             out()
         elif ns.TG_FOCUS in types:
             await self._focus(idx, uri, edge_sources)
+        elif types & _PATTERN_NODES:
+            self._pattern_node(idx, uri, types)
         elif ns.TG_SYNTHESIS in types:
             self.announce_synthesis(uri)
         elif ns.TG_ANALYSIS in types:
@@ -131,6 +138,37 @@ class ExplainPrinter:
             out(f"    Stage: {idx.text(uri, ns.TG_STAGE) or ''}")
             out(f"    Message: {idx.text(uri, ns.TG_ERROR_MESSAGE) or ''}")
             out()
+
+    def _pattern_node(self, idx, uri: str, types: set[str]) -> None:
+        """A node of a plan-then-execute or supervisor run, with what it is derived from: a join shows as
+        ``Synthesis ← Finding 1, Finding 2, Finding 3``."""
+        from trustgraph_base.provenance import namespaces as ns
+        from trustgraph_base.provenance.trace_model import natural_key, node_name
+
+        parents = sorted((o.value for o in idx.props.get(uri, {}).get(ns.PROV_WAS_DERIVED_FROM, [])), key=natural_key)
+        name = node_name(uri)
+        out(f"[{name.lower()}] {uri}")
+        out(f"    {name} ← {', '.join(node_name(p, uri) for p in parents)}")
+        values = idx.props.get(uri, {})
+        if ns.TG_PATTERN_DECISION in types:
+            out(f"    Pattern: {idx.text(uri, ns.TG_PATTERN) or ''}")
+            out(f"    Reason: {_short(idx.text(uri, ns.TG_REASONING) or '', 300)}")
+        elif ns.TG_PLAN in types:
+            for step in sorted((o.value for o in values.get(ns.TG_PLAN_STEP, [])), key=natural_key):
+                out(f"    Step {_short(step, 200)}")
+        elif ns.TG_DECOMPOSITION in types:
+            for n, goal in enumerate((o.value for o in values.get(ns.TG_SUBAGENT_GOAL, [])), 1):
+                out(f"    Goal {n}: {_short(goal, 200)}")
+        elif types & {ns.TG_STEP_RESULT, ns.TG_FINDING}:
+            goal = idx.text(uri, ns.TG_PLAN_STEP) or idx.text(uri, ns.TG_SUBAGENT_GOAL) or ""
+            out(f"    Goal: {_short(goal, 200)}")
+            text = self.texts.get(("observation", uri), "")
+            if text:
+                out(f"    Result: {_short(text, 300)}")
+            error = idx.text(uri, ns.TG_TOOL_ERROR)
+            if error:
+                out(f"    Error: {_short(error, 300)}")
+        out()
 
     def announce_synthesis(self, uri: str) -> None:
         if not self.synthesis_announced:
@@ -187,6 +225,17 @@ class ExplainPrinter:
             out(f"      Chunk: {c}")
             for chain in chains.get(c, []):
                 out(f"        Source: {chain_text(chain)}")
+
+
+def _pattern_node_types() -> frozenset[str]:
+    from trustgraph_base.provenance import namespaces as ns
+
+    return frozenset({ns.TG_PATTERN_DECISION, ns.TG_PLAN, ns.TG_STEP_RESULT, ns.TG_DECOMPOSITION, ns.TG_FINDING,
+                      ns.TG_ANSWER_TYPE})
+
+
+#: Nodes of the agent patterns (an agent's Synthesis is a tg:Answer too; a RAG Synthesis is not).
+_PATTERN_NODES = _pattern_node_types()
 
 
 def _short(text: str, n: int) -> str:
@@ -272,11 +321,14 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
 @click.option("--no-trace", is_flag=True, help="do not record provenance (sends no session id)")
 @click.option("-g", "--group", multiple=True, help="restrict the tools to these names (repeatable)")
 @click.option("--max-iterations", type=click.IntRange(1, 50), default=None)
+@click.option("-p", "--pattern", type=click.Choice(["react", "plan-then-execute", "supervisor"]), default=None,
+              help="how the agent works (default: its router chooses, and the trace records why)")
 @connection_options
 @run_async
-async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, user, collection,
-                target):
-    """Ask the ReAct agent; its trace (and linked GraphRAG/DocRAG sub-traces) is recorded by default."""
+async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, pattern, user,
+                collection, target):
+    """Ask the agent (react, plan-then-execute or supervisor); its trace (and linked sub-traces) is recorded by
+    default."""
     from trustgraph_base.provenance.uris import check_session_id
     from trustgraph_base.schema import AgentRequest
 
@@ -292,7 +344,7 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
         printer = ExplainPrinter(conn, user, collection, verbose)
         client = await conn.client("agent")
         req = AgentRequest(question=question, user=user, collection=collection, session_id=sid,
-                           group=list(group), max_iterations=max_iterations or 0)
+                           group=list(group), max_iterations=max_iterations or 0, pattern=pattern or "")
         answer_written = False
         async for msg in client.stream(req):
             if msg.message_type == "error" or msg.error is not None:

@@ -13,8 +13,13 @@ agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain
   usage}``.
 - docrag: ``grounding {uri, concepts[]}``, ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type,
   label}], source_removed}]}``, ``synthesis {uri, document, answer, model, usage}``.
-- agent: ``analyses[{uri, thought, action, arguments, usage, observation_uri, observation, tool_error,
-  sub_traces[...]}]``, ``conclusion {uri, document, answer, termination_reason, usage}``.
+- agent: ``pattern {uri, pattern, reason, usage}`` (the router's decision, or null), ``analyses[{uri, thought,
+  action, arguments, usage, observation_uri, observation, tool_error, sub_traces[...]}]`` (react),
+  ``plan {uri, steps[], usage}`` and ``step_results[{uri, number, goal, tool, inputs[], result, error,
+  sub_traces[...]}]`` (plan-then-execute), ``decomposition {uri, goals[], usage, sub_agents[...]}`` and
+  ``findings[{uri, number, goal, inputs[], result, error}]`` (supervisor), ``synthesis {uri, inputs[], document,
+  answer, usage}`` (either), ``conclusion {uri, document, answer, termination_reason, usage}``; ``inputs`` are
+  every node a node is derived from (the joins of the DAG).
 - ``usage`` is ``{in_token, out_token, model}`` of the stage's model call, or null (no call recorded).
   ``grounding`` is null, ``score`` null and ``concept`` ``""`` in traces of trace model v1 (whose thoughts,
   observations and agent answers are inline rather than librarian documents: both read the same here).
@@ -49,7 +54,7 @@ Chains = Mapping[str, list[Any]]
 Removed = frozenset[str] | set[str]
 
 __all__ = ["TraceIndex", "build_trace", "trace_type", "trace_status", "final_stage_uris", "term_json",
-           "natural_key", "QUESTION_TYPES"]
+           "natural_key", "node_name", "QUESTION_TYPES"]
 
 #: How deep sub-traces of sub-traces are built (a stored trace may nest, or loop, without end).
 MAX_SUBTRACE_DEPTH = 16
@@ -122,6 +127,28 @@ def natural_key(uri: str) -> tuple[tuple[int | str, str], ...]:
 
     parts = re.split(r"(\d+)", uri)
     return tuple((len(x.lstrip("0")), x.lstrip("0")) if i % 2 else ("", x) for i, x in enumerate(parts))
+
+
+_STAGE_NAMES = {"question": "Question", "pattern-decision": "Pattern decision", "plan": "Plan", "step": "Step",
+                "decomposition": "Decomposition", "finding": "Finding", "synthesis": "Synthesis",
+                "conclusion": "Conclusion", "error": "Error", "analysis": "Analysis", "observation": "Observation"}
+
+
+def node_name(uri: str, within: str = "") -> str:
+    """A short readable name of a trace node: ``Finding 2``, ``Plan``; a node of another trace than the one
+    ``within`` names is prefixed with its session, a supervisor's sub-agent's with its goal: ``Sub-agent g2
+    Conclusion``."""
+    node = parse_trace_uri(uri)
+    if node is None:
+        return uri
+    name = _STAGE_NAMES.get(node.stage, node.stage or uri)
+    if node.index is not None:
+        name += f" {node.index}"
+    root = parse_trace_uri(within) if within else None
+    if root is not None and (root.kind, root.session) != (node.kind, node.session):
+        own = node.session.startswith(root.session + "-") and node.kind == root.kind == "agent"
+        name = f"Sub-agent {node.session[len(root.session) + 1:]} {name}" if own else f"{node.session} {name}"
+    return name
 
 
 def trace_type(index: TraceIndex, uri: str) -> str | None:
@@ -312,37 +339,108 @@ def _thought(index: TraceIndex, analysis: str, answers: Mapping[str, str]) -> st
 
 def _agent(index: TraceIndex, q: str, labels: Mapping[str, str], answers: Mapping[str, str], chains: Chains,
            removed: Removed, within: frozenset[str]) -> Json:
-    """Question <- Analysis <- Observation <- Analysis ... <- Conclusion (v2); Analysis <- Analysis (v1)."""
+    """Question <- [PatternDecision] <- Analysis <- Observation <- Analysis ... <- Conclusion (react, v2);
+    Analysis <- Analysis (v1); Question <- [PatternDecision] <- Plan <- StepResults <- Synthesis <- Conclusion;
+    Question <- [PatternDecision] <- Decomposition <- (sub-agents) <- Findings <- Synthesis <- Conclusion."""
     analyses, conclusion, seen = [], None, set()
+    pattern: Json | None = None
+    plan_or_decomposition = ""
     node: str | None = q
     while node and node not in seen:
         seen.add(node)
         nxt = None
         for child in index.derived(node):
             types = index.types(child)
-            if ns.TG_ANALYSIS in types:
+            if ns.TG_PATTERN_DECISION in types:
+                pattern = {"uri": child, "pattern": index.text(child, ns.TG_PATTERN),
+                           "reason": index.text(child, ns.TG_REASONING), "usage": _usage(index, child)}
+                nxt = child
+            elif ns.TG_PLAN in types or ns.TG_DECOMPOSITION in types:
+                plan_or_decomposition = child
+            elif ns.TG_ANALYSIS in types:
                 args = index.text(child, ns.TG_ARGUMENTS)
                 try:
                     parsed = json.loads(args) if args else {}
                 except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                     parsed = args
-                subs = [build_trace(index, s, labels=labels, answers=answers, chains=chains, removed=removed,
-                                    _within=within)
-                        for s in index.derived(child) if trace_type(index, s) and s not in within
-                        and len(within) < MAX_SUBTRACE_DEPTH]
                 obs = next(iter(index.derived(child, ns.TG_OBSERVATION_TYPE)), None)
                 analyses.append({
                     "uri": child, "thought": _thought(index, child, answers),
                     "action": index.text(child, ns.TG_ACTION), "arguments": parsed, "usage": _usage(index, child),
                     "observation_uri": obs,
                     "observation": _document_text(index, obs, answers) if obs else index.text(child, ns.TG_OBSERVATION),
-                    "tool_error": index.text(obs or child, ns.TG_TOOL_ERROR), "sub_traces": subs})
+                    "tool_error": index.text(obs or child, ns.TG_TOOL_ERROR),
+                    "sub_traces": _sub_traces(index, child, labels, answers, chains, removed, within)})
                 nxt = obs or child
             elif ns.TG_CONCLUSION in types:
-                conclusion = {"uri": child, "document": index.text(child, ns.TG_DOCUMENT),
-                              "answer": index.text(child, ns.TG_ANSWER) or _document_text(index, child, answers),
-                              "termination_reason": index.text(child, ns.TG_TERMINATION_REASON),
-                              "usage": _usage(index, child)}
+                conclusion = _conclusion(index, child, answers)
         node = nxt
+    out: Json = {"pattern": pattern, "analyses": analyses, "plan": None, "step_results": [], "decomposition": None,
+                 "findings": [], "synthesis": None}
     stages = [s for a in reversed(analyses) for s in (a["observation_uri"], a["uri"]) if s]
-    return {"analyses": analyses, "conclusion": conclusion, "error": _error(index, [*stages, q])}
+    if plan_or_decomposition:
+        out.update(_branches(index, plan_or_decomposition, labels, answers, chains, removed, within))
+        branches = [b["uri"] for b in (*out["step_results"], *out["findings"])]
+        syn = out["synthesis"]
+        stages = [*([syn["uri"]] if syn else []), *reversed(branches), plan_or_decomposition]
+        if syn:
+            conclusion = next((_conclusion(index, c, answers) for c in index.derived(syn["uri"], ns.TG_CONCLUSION)),
+                              None)
+    if pattern:
+        stages.append(pattern["uri"])
+    out["conclusion"] = conclusion
+    out["error"] = _error(index, [*stages, q])
+    return out
+
+
+def _conclusion(index: TraceIndex, node: str, answers: Mapping[str, str]) -> Json:
+    return {"uri": node, "document": index.text(node, ns.TG_DOCUMENT),
+            "answer": index.text(node, ns.TG_ANSWER) or _document_text(index, node, answers),
+            "termination_reason": index.text(node, ns.TG_TERMINATION_REASON), "usage": _usage(index, node)}
+
+
+def _sub_traces(index: TraceIndex, node: str, labels: Mapping[str, str], answers: Mapping[str, str],
+                chains: Chains, removed: Removed, within: frozenset[str]) -> list[Json]:
+    """The traces whose Question is derived from ``node`` (a tool call's query, a supervisor's sub-agents)."""
+    return [build_trace(index, s, labels=labels, answers=answers, chains=chains, removed=removed, _within=within)
+            for s in index.derived(node) if trace_type(index, s) and s not in within
+            and len(within) < MAX_SUBTRACE_DEPTH]
+
+
+def _parents(index: TraceIndex, node: str) -> list[str]:
+    return sorted((o.value for o in index.props.get(node, {}).get(ns.PROV_WAS_DERIVED_FROM, []) if o.type == IRI),
+                  key=natural_key)
+
+
+def _branches(index: TraceIndex, head: str, labels: Mapping[str, str], answers: Mapping[str, str], chains: Chains,
+              removed: Removed, within: frozenset[str]) -> Json:
+    """A Plan and its StepResults, or a Decomposition, its sub-agents and Findings; the Synthesis that joins them.
+
+    ``inputs`` of a node are all it is derived from: the joins of the DAG."""
+    out: Json = {}
+    branch_type = ns.TG_STEP_RESULT if ns.TG_PLAN in index.types(head) else ns.TG_FINDING
+    branches = []
+    for b in sorted(index.derived(head, branch_type), key=lambda u: (index.integer(u, ns.TG_STEP_NUMBER) or 0,
+                                                                       natural_key(u))):
+        entry: Json = {"uri": b, "number": index.integer(b, ns.TG_STEP_NUMBER), "inputs": _parents(index, b),
+                 "result": _document_text(index, b, answers), "error": index.text(b, ns.TG_TOOL_ERROR)}
+        if branch_type == ns.TG_STEP_RESULT:
+            entry.update(goal=index.text(b, ns.TG_PLAN_STEP), tool=index.text(b, ns.TG_ACTION),
+                         sub_traces=_sub_traces(index, b, labels, answers, chains, removed, within))
+        else:
+            entry.update(goal=index.text(b, ns.TG_SUBAGENT_GOAL))
+        branches.append(entry)
+    if branch_type == ns.TG_STEP_RESULT:
+        steps = sorted((o.value for o in index.props.get(head, {}).get(ns.TG_PLAN_STEP, [])), key=natural_key)
+        out["plan"] = {"uri": head, "steps": steps, "usage": _usage(index, head)}
+        out["step_results"] = branches
+    else:
+        goals = [o.value for o in index.props.get(head, {}).get(ns.TG_SUBAGENT_GOAL, [])]
+        subs = _sub_traces(index, head, labels, answers, chains, removed, within)
+        out["decomposition"] = {"uri": head, "goals": goals, "usage": _usage(index, head), "sub_agents": subs}
+        out["findings"] = branches
+    syn = next((c for b in branches for c in index.derived(b["uri"], ns.TG_SYNTHESIS)), None)
+    if syn:
+        out["synthesis"] = {"uri": syn, "inputs": _parents(index, syn), "document": index.text(syn, ns.TG_DOCUMENT),
+                            "answer": _document_text(index, syn, answers), "usage": _usage(index, syn)}
+    return out

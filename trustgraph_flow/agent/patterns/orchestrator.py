@@ -220,8 +220,8 @@ class AgentOrchestrator:
             if not result.error and not result.text.strip():
                 result.error = "the sub-agent gave no answer"
             text = result.text if not result.error else f"Error: {result.error}"
-            await session.send(AgentResponse(message_type="observation", content=f"{goal}\n{text}",
-                                             end_of_message=True, message_id=uri))
+            await session.send(AgentResponse(message_type="observation", content=text, end_of_message=True,
+                                             message_id=uri))
             if session.explainable:
                 await session.explain(uri, finding_triples(uri, decomposition, last_stage, n, goal,
                                                            error=result.error), answer=(uri, text))
@@ -239,13 +239,14 @@ class AgentOrchestrator:
         answer = outcome.text.strip()
         if not answer:
             raise ValueError(NO_ANSWER_ERROR)
-        await session.send(AgentResponse(message_type="answer", content=answer, end_of_message=True))
         if session.explainable:
             synthesis = self._uri(req, session, "synthesis")
             document = uris.agent_answer_uri(req.session_id)
             await session.explain(synthesis, pattern_synthesis_triples(
                 synthesis, [r.uri for r in results], document,
                 usage=LlmUsage(outcome.in_token, outcome.out_token, outcome.model)), answer=(document, answer))
+        await session.send(AgentResponse(message_type="answer", content=answer, end_of_message=True))
+        if session.explainable:
             final = uris.agent_final_uri(req.session_id)
             await session.explain(final, agent_final_triples(final, synthesis, document,
                                                              termination_reason=termination))
