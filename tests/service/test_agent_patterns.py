@@ -207,8 +207,8 @@ async def test_plan_runs_steps_in_dependency_order(deployment, llm_server, llm_s
 
 async def test_router_records_its_choice_and_reason(deployment, llm_server, llm_settings):
     """No pattern: a question of several clauses goes to the model's router (here: supervisor), a one-clause
-    question is react by rule; both decisions are recorded with their reason, and a react run's first
-    Analysis is derived from the decision."""
+    question is react by rule; both decisions are recorded with their reason; the Decomposition is derived
+    from the Question and the decision, a react run's stages from the Question as ever."""
     calls: list = []
     llm_server.set_script(supervisor_script(calls=calls))
     settings = llm_settings(llm_server)
@@ -225,13 +225,14 @@ async def test_router_records_its_choice_and_reason(deployment, llm_server, llm_
     decision = f"{root}/pattern-decision"
     assert by[decision][ns.TG_PATTERN] == ["supervisor"]
     assert by[decision][ns.TG_REASONING] == ["three independent questions"]
-    assert parents(by, f"{root}/decompose") == {decision}
+    assert parents(by, f"{root}/decompose") == {root, decision}  # both its inputs
     assert calls.count("agent-pattern-select") == 1  # the one-clause question was routed without the model
     by1 = by_subject(react_trace)
     root1 = f"urn:trustgraph:agent:{one}"
     assert by1[f"{root1}/pattern-decision"][ns.TG_PATTERN] == ["react"]
     assert "one clause" in by1[f"{root1}/pattern-decision"][ns.TG_REASONING][0]
-    assert parents(by1, f"{root1}/final") == {f"{root1}/pattern-decision"}
+    # react is today's loop: its stages are derived from the Question, the decision recorded beside them
+    assert parents(by1, f"{root1}/pattern-decision") == {root1} and parents(by1, f"{root1}/final") == {root1}
     for trace in (stored, react_trace):
         report = validate_trace(trace)
         assert report.conforms, [v.message for v in report.violations]

@@ -213,7 +213,7 @@ def test_g_translation(body, expected):
     ("graph-rag", {"query": "q", "collection": "../etc"}, "invalid collection"),
     ("graph-rag", {"query": "q", "streaming": "yes"}, "streaming"),
     ("document-rag", {"query": 5}, "'query'"),
-    ("agent", {"question": "q", "pattern": "plan-then-execute"}, "not supported"),
+    ("agent", {"question": "q", "pattern": "swarm"}, "not supported"),
     ("agent", {"question": "q", "group": [1]}, "group"),
     ("agent", {}, "'question'"),
     ("triples", {"limit": 0}, "limit"),

@@ -39,14 +39,14 @@ def pattern_decision_triples(uri: str, question_uri: str, pattern: str, reason: 
     return out
 
 
-def plan_triples(uri: str, parent_uri: str, steps: Sequence[str], *, usage: LlmUsage | None = None,
+def plan_triples(uri: str, inputs: Sequence[str], steps: Sequence[str], *, usage: LlmUsage | None = None,
                  graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
     """The Plan: one ``tg:planStep`` per step (its goal, numbered ``"<n>. <goal>"`` so the order survives),
-    derived from the Question or the PatternDecision."""
+    derived from the Question and, when the router chose the pattern, its PatternDecision."""
     p = _iri(uri)
     out = _types(p, graph, ns.PROV_ENTITY, ns.TG_PLAN)
     out.append(Triple(p, LABEL, _text(f"Plan with {len(steps)} steps"), graph))
-    out.append(Triple(p, _c(ns.PROV_WAS_DERIVED_FROM), _iri(parent_uri), graph))
+    _derived(out, p, inputs, graph)
     for n, goal in enumerate(steps, 1):
         out.append(Triple(p, _c(ns.TG_PLAN_STEP), _text(f"{n}. {goal}"), graph))
     _usage(out, p, usage, graph)
@@ -70,13 +70,14 @@ def step_result_triples(uri: str, plan_uri: str, depends_on: Sequence[str], numb
     return out
 
 
-def decomposition_triples(uri: str, parent_uri: str, goals: Sequence[str], *, usage: LlmUsage | None = None,
+def decomposition_triples(uri: str, inputs: Sequence[str], goals: Sequence[str], *, usage: LlmUsage | None = None,
                           graph: str = ns.GRAPH_RETRIEVAL) -> list[Triple]:
-    """The Decomposition: one ``tg:subagentGoal`` per sub-goal, derived from the Question or the PatternDecision."""
+    """The Decomposition: one ``tg:subagentGoal`` per sub-goal, derived from the Question and, when the router
+    chose the pattern, its PatternDecision."""
     d = _iri(uri)
     out = _types(d, graph, ns.PROV_ENTITY, ns.TG_DECOMPOSITION)
     out.append(Triple(d, LABEL, _text(f"Decomposed into {len(goals)} research threads"), graph))
-    out.append(Triple(d, _c(ns.PROV_WAS_DERIVED_FROM), _iri(parent_uri), graph))
+    _derived(out, d, inputs, graph)
     for goal in dict.fromkeys(goals):
         out.append(Triple(d, _c(ns.TG_SUBAGENT_GOAL), _text(goal), graph))
     _usage(out, d, usage, graph)

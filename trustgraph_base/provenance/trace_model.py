@@ -339,9 +339,9 @@ def _thought(index: TraceIndex, analysis: str, answers: Mapping[str, str]) -> st
 
 def _agent(index: TraceIndex, q: str, labels: Mapping[str, str], answers: Mapping[str, str], chains: Chains,
            removed: Removed, within: frozenset[str]) -> Json:
-    """Question <- [PatternDecision] <- Analysis <- Observation <- Analysis ... <- Conclusion (react, v2);
-    Analysis <- Analysis (v1); Question <- [PatternDecision] <- Plan <- StepResults <- Synthesis <- Conclusion;
-    Question <- [PatternDecision] <- Decomposition <- (sub-agents) <- Findings <- Synthesis <- Conclusion."""
+    """Question <- Analysis <- Observation <- Analysis ... <- Conclusion (react, v2; the router's PatternDecision
+    beside it); Analysis <- Analysis (v1); Question [+ PatternDecision] <- Plan <- StepResults <- Synthesis <-
+    Conclusion; Question [+ PatternDecision] <- Decomposition <- (sub-agents) <- Findings <- Synthesis <- Conclusion."""
     analyses, conclusion, seen = [], None, set()
     pattern: Json | None = None
     plan_or_decomposition = ""
@@ -354,7 +354,6 @@ def _agent(index: TraceIndex, q: str, labels: Mapping[str, str], answers: Mappin
             if ns.TG_PATTERN_DECISION in types:
                 pattern = {"uri": child, "pattern": index.text(child, ns.TG_PATTERN),
                            "reason": index.text(child, ns.TG_REASONING), "usage": _usage(index, child)}
-                nxt = child
             elif ns.TG_PLAN in types or ns.TG_DECOMPOSITION in types:
                 plan_or_decomposition = child
             elif ns.TG_ANALYSIS in types:

@@ -55,7 +55,7 @@ _REQUESTS = {
         "properties": {"workspace": _WORKSPACE, "question": _QUERY, "collection": _NAME,
                        "state": {"type": "string"}, "group": {"type": "array", "items": {"type": "string"}},
                        "session_id": {"type": "string", "maxLength": 128}, "streaming": {"type": "boolean"},
-                       "pattern": {"type": "string", "enum": ["react"]}},
+                       "pattern": {"type": "string", "enum": ["react", "plan-then-execute", "supervisor"]}},
     },
     "triples": {
         "type": "object",

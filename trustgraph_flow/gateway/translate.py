@@ -5,9 +5,9 @@ where this project's fields use underscores; responses keep the field names both
 (``message_type``, ``explain_id``, ``end_of_session``, ...) and re-encode the explain quads.
 Keys a service here has no use for (``edge-score-limit``, ``max-reranker-input``,
 ``fetch-limit``) are accepted and ignored; options whose meaning this project cannot honour
-(GraphRAG seeds, languages, traversal instructions, a named graph; agent patterns other than
-ReAct) are refused with ``request-error`` rather than silently answered differently.  Unknown
-keys are ignored, as TrustGraph's own translators do.
+(GraphRAG seeds, languages, traversal instructions, a named graph; an agent pattern other than
+react, plan-then-execute and supervisor) are refused with ``request-error`` rather than silently
+answered differently.  Unknown keys are ignored, as TrustGraph's own translators do.
 
 ``g`` of a triples query follows TrustGraph's server: absent with something bound = the
 default graph, absent with nothing bound = all graphs, ``"*"`` = all graphs; this project
@@ -166,14 +166,15 @@ def agent_request(body: dict, user: str) -> AgentRequest:
     """``agent`` body -> :class:`AgentRequest`; a request without ``session_id`` gets a new one, so
     every agent call through the gateway records its trace, as TrustGraph's agent service does."""
     pattern = _str(body, "pattern")
-    if pattern not in ("", "react"):
-        raise GatewayRequestError(f"agent: pattern {pattern[:40]!r} is not supported (this agent is ReAct)")
+    if pattern not in ("", "react", "plan-then-execute", "supervisor"):
+        raise GatewayRequestError(f"agent: pattern {pattern[:40]!r} is not supported "
+                                  "(use react, plan-then-execute or supervisor)")
     _refuse(body, ("plan", "conversation_id", "parent_session_id", "subagent_goal"), "agent")
     session_id = _str(body, "session_id", limit=128) or str(uuid.uuid4())
     return AgentRequest(question=_str(body, "question", required=True, limit=MAX_QUESTION_CHARS),
                         state=_str(body, "state"), group=_group(body.get("group")),
                         history=_history(body.get("history")), user=user, collection=collection_of(body),
-                        streaming=_bool(body, "streaming"), session_id=session_id)
+                        streaming=_bool(body, "streaming"), session_id=session_id, pattern=pattern)
 
 
 def graph_of(body: dict) -> str | None:

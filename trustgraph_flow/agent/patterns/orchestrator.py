@@ -108,7 +108,7 @@ class AgentOrchestrator:
             raise ValueError(f"no tools available (group {req.group!r} matches none)")
         if session.explainable:
             await self.react._claim(req, session)
-        parent = session.question_uri
+        inputs = [session.question_uri] if session.explainable else []  # what the first node is derived from
         pattern = req.pattern
         if not pattern:
             session.stage = "pattern-decision"
@@ -116,15 +116,18 @@ class AgentOrchestrator:
             await session.send(AgentResponse(message_type="thought", content=f"Pattern {pattern}: {reason}",
                                              end_of_message=True))
             if session.explainable:
-                parent = self._uri(req, session, "pattern-decision")
-                await session.explain(parent, pattern_decision_triples(parent, session.question_uri, pattern, reason,
-                                                                       usage=usage))
+                decision = self._uri(req, session, "pattern-decision")
+                await session.explain(decision, pattern_decision_triples(decision, session.question_uri, pattern,
+                                                                         reason, usage=usage))
+                inputs.append(decision)
         if pattern == "react":
-            await self.react._dialog(req, session, tools, list(req.history), max_iter, start=parent)
+            # today's loop, unchanged: its first Analysis is derived from the Question, the decision beside it
+            await self.react._dialog(req, session, tools, list(req.history), max_iter,
+                                     start=session.question_uri if session.explainable else "")
         elif pattern == "plan-then-execute":
-            await self._plan(req, session, tools, parent)
+            await self._plan(req, session, tools, inputs)
         else:
-            await self._supervise(req, session, parent, max_iter)
+            await self._supervise(req, session, inputs, max_iter)
 
     async def _route(self, req: AgentRequest) -> tuple[str, str, LlmUsage | None]:
         """The pattern for ``req`` and why; a one-clause question is ``react`` without asking the model."""
@@ -137,7 +140,7 @@ class AgentOrchestrator:
         return pattern, reason, LlmUsage(outcome.in_token, outcome.out_token, outcome.model)
 
     # ------------------------------------------------------------ plan-then-execute
-    async def _plan(self, req: AgentRequest, session: QuerySession, tools: list[Tool], parent: str) -> None:
+    async def _plan(self, req: AgentRequest, session: QuerySession, tools: list[Tool], inputs: list[str]) -> None:
         session.stage = "plan"
         outcome = await self.ports.prompt("agent-plan", {"question": req.question,
                                                          "tools": [t.as_prompt_term() for t in tools]})
@@ -147,7 +150,7 @@ class AgentOrchestrator:
             f"{s.number}. {s.goal} [{s.tool}]" + (f" after {', '.join(map(str, s.depends_on))}" if s.depends_on
                                                   else "") for s in steps), end_of_message=True))
         if session.explainable:
-            await session.explain(plan_uri, plan_triples(plan_uri, parent, [s.goal for s in steps],
+            await session.explain(plan_uri, plan_triples(plan_uri, inputs, [s.goal for s in steps],
                                                          usage=LlmUsage(outcome.in_token, outcome.out_token,
                                                                         outcome.model)))
         session.stage = "step"
@@ -184,7 +187,7 @@ class AgentOrchestrator:
         await self._synthesise(req, session, results, "plan-complete")
 
     # ------------------------------------------------------------ supervisor
-    async def _supervise(self, req: AgentRequest, session: QuerySession, parent: str, max_iter: int) -> None:
+    async def _supervise(self, req: AgentRequest, session: QuerySession, inputs: list[str], max_iter: int) -> None:
         session.stage = "decomposition"
         outcome = await self.ports.prompt("agent-decompose", {"question": req.question})
         goals = parse_goals(outcome.text)
@@ -193,7 +196,7 @@ class AgentOrchestrator:
             f"{n}. {g}" for n, g in enumerate(goals, 1)), end_of_message=True))
         if session.explainable:
             await session.explain(decomposition, decomposition_triples(
-                decomposition, parent, goals, usage=LlmUsage(outcome.in_token, outcome.out_token, outcome.model)))
+                decomposition, inputs, goals, usage=LlmUsage(outcome.in_token, outcome.out_token, outcome.model)))
         session.stage = "finding"
 
         async def run_goal(n: int, goal: str) -> BranchResult:
