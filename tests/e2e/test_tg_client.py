@@ -277,3 +277,28 @@ def test_graph_rag_no_streaming_is_a_client_bug(tg):
     """docs/compatibility.md: TrustGraph 2.11.1's client crashes before sending anything."""
     r = tg.run("tg-invoke-graph-rag", "--no-streaming", "-q", GRAPH_QUESTION)
     assert "unexpected keyword argument 'graph'" in r.stdout + r.stderr
+
+
+PATTERN_QUESTION = "Who discovered polonium and who discovered radium?"
+
+
+def test_agent_supervisor_trace_through_trustgraphs_cli(tg):
+    """TrustGraph's ``tg-invoke-agent -p supervisor -x`` (whose ``-x`` sends no pattern: docs/compatibility.md, so
+    the router chooses supervisor for two independent clauses) prints the Decomposition, a Finding per sub-agent
+    and the Synthesis; its ``tg-show-explain-trace`` walks from the Question to every one of them; ``-p`` without
+    ``-x`` sends the pattern."""
+    r = tg.ok("tg-invoke-agent", "-p", "supervisor", "-x", "-q", PATTERN_QUESTION)
+    text = r.stdout + r.stderr
+    session = _uri(r, "urn:trustgraph:agent:")
+    decompose = _block(text, "decompose")
+    assert "Thread 0: Who discovered polonium?" in decompose and "Thread 1: Who discovered radium?" in decompose, text
+    assert text.count("[finding]") == 2 and f"Document: {session}/finding/1" in text, text
+    assert f"Document: {session}/answer" in _block(text, "synthesis"), text
+    assert "polonium" in r.stdout.lower() and "radium" in r.stdout.lower(), text
+    out = tg.ok("tg-show-explain-trace", session).stdout
+    assert "Decomposed into 2 research threads" in _section(out, "Decomposition"), out
+    assert out.count("--- Finding ---") == 2 and "Curie" in _section(out, "Finding"), out
+    assert "Curie" in _section(out, "Synthesis"), out
+    plan = tg.ok("tg-invoke-agent", "-p", "plan-then-execute", "-q", "Who discovered polonium, then when was "
+                 "polonium discovered?")
+    assert "Curie" in plan.stdout, plan.explain()
