@@ -279,3 +279,66 @@ async def test_extractive_backend_runs_every_pattern(deployment, pattern):
     assert "polonium" in answer.lower() and "radium" in answer.lower(), answer
     report = validate_trace(stored)
     assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_deleting_a_supervisor_trace_leaves_nothing_behind(deployment, llm_server, llm_settings):
+    """Deleting the supervisor's trace removes every node of it, of its sub-agents' traces and of their tool
+    sub-traces, and every librarian document they stored: the collection's retrieval graph is empty after."""
+    from test_answer_store import stores
+    from test_trace_retention import admin, retrieval_quads
+
+    from trustgraph_base.provenance.walk import trace_documents as named
+    from trustgraph_base.store.errors import NotFound
+    from trustgraph_cli.connection import Connection
+
+    def script(template_id, terms, messages):
+        if template_id == "agent-react" and not terms.get("history"):
+            return f'Thought: ask\nAction: knowledge-query\nArgs: {{"question": "{terms["question"]}"}}'
+        if template_id == "agent-react":
+            return f"Thought: known\nFinal Answer: {terms['history'][-1]['observation']}"
+        if template_id == "kg-edge-selection":
+            chosen = [k for k in terms["knowledge"] if "polonium" in (k["s"] + k["o"]).lower()][:2]
+            return "\n".join(json.dumps({"id": k["id"], "reasoning": "about polonium"}) for k in chosen)
+        if template_id == "kg-synthesis":
+            return f"graph answer to {terms['query']}"
+        return supervisor_script(GOALS[:2])(template_id, terms, messages)
+
+    llm_server.set_script(script)
+    coll = f"sup{uuid.uuid4().hex[:8]}"
+    sid = f"del-{uuid.uuid4().hex[:8]}"
+    root = f"urn:trustgraph:agent:{sid}"
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        async with Connection.attach(stack, timeout=120) as conn:
+            msgs = [m async for m in (await conn.client("agent")).stream(AgentRequest(
+                question="Two questions", user=deployment.user, collection=coll, session_id=sid,
+                pattern="supervisor"))]
+        await stack.wait_idle()
+        assert msgs[-1].end_of_dialog and msgs[-1].error is None, msgs[-1]
+        triples, librarian = stores(stack)
+
+        async def q(patterns):
+            return [x for r in triples.query_many(deployment.user, coll, patterns) for x in r]
+
+        from trustgraph_base.provenance.walk import collect_trace
+
+        trace = await collect_trace(q, root)
+        documents = set(named(trace))
+        by = by_subject(trace)
+        tool_questions = [s for s in by if s.startswith("urn:trustgraph:question:")]
+        assert len(tool_questions) == 2 and {f"{root}-g1", f"{root}-g2"} <= set(by)
+        assert {f"{root}/finding/1", f"{root}-g1/answer", f"{root}-g1/i1/observation"} <= documents
+        r = await admin(stack, operation="delete", user=deployment.user, collection=coll, uri=root)
+        assert r.skipped_documents == 0 and r.documents >= len(documents), r
+        assert retrieval_quads(stack, deployment, coll) == set()
+        left = []
+        for doc in documents:
+            try:
+                librarian.get_metadata(deployment.user, coll, doc)
+                left.append(doc)
+            except NotFound:
+                pass
+        assert left == []
+        await stack.wait_idle()
+    finally:
+        await stack.stop()
