@@ -10,6 +10,7 @@ The router records its choice and why.  The extractive backend runs every patter
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -27,6 +28,9 @@ from trustgraph_flow.embedded import QUERY_STACK
 pytestmark = pytest.mark.timeout(600)
 
 GOALS = ["Who discovered polonium?", "Who discovered radium?", "Where was Marie Curie born?"]
+#: The model services take several requests at once, as a deployment that runs sub-agents in parallel configures
+#: them (docs/agent-patterns.md): each handles one at a time by default.
+PARALLEL_MODEL = {"text-completion": {"concurrency": 8}, "prompt": {"concurrency": 8}}
 
 
 def types_of(by: dict, node: str) -> set:
@@ -41,9 +45,9 @@ def when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def supervisor_script(goals=GOALS, *, delay: float = 0.0, failing: str = "", calls: list | None = None):
-    """Decompose into ``goals``; each sub-agent answers at once after ``delay`` seconds (the one asked ``failing``
-    makes the model fail); the synthesis lists what it was given."""
+def supervisor_script(goals=GOALS, *, delay: dict | None = None, failing: str = "", calls: list | None = None):
+    """Decompose into ``goals``; each sub-agent answers at once, after ``delay[goal]`` seconds (the one asked
+    ``failing`` makes the model fail); the synthesis lists what it was given."""
     def script(template_id, terms, messages):
         if calls is not None:
             calls.append(template_id)
@@ -54,7 +58,7 @@ def supervisor_script(goals=GOALS, *, delay: float = 0.0, failing: str = "", cal
         if template_id == "agent-react":
             if terms["question"] == failing:
                 raise RuntimeError("injected: this sub-agent's model fails")
-            time.sleep(delay)
+            time.sleep((delay or {}).get(terms["question"], 0.0))
             return f"Thought: known\nFinal Answer: the answer to {terms['question']}"
         if template_id == "agent-synthesise":
             parts = [f"{r['goal']} -> {r['error'] or r['result']}" for r in terms["results"]]
@@ -82,11 +86,12 @@ async def ask(deployment, settings, question: str, sid: str, pattern: str, stack
 
 
 async def test_supervisor_runs_subagents_in_parallel_and_joins_their_findings(deployment, llm_server, llm_settings):
-    llm_server.set_script(supervisor_script(delay=1.0))
+    # the first sub-goal is the slowest, the last the fastest: their Findings come in the reverse order
+    llm_server.set_script(supervisor_script(delay={GOALS[0]: 1.5, GOALS[1]: 1.0, GOALS[2]: 0.5}))
     sid = f"sup-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
-    msgs, stored, docs = await ask(deployment, llm_settings(llm_server), "Three questions about the Curies",
-                                   sid, "supervisor")
+    msgs, stored, docs = await ask(deployment, llm_settings(llm_server, **PARALLEL_MODEL),
+                                   "Three questions about the Curies", sid, "supervisor")
     assert msgs[-1].end_of_dialog and msgs[-1].error is None, msgs[-1]
     by = by_subject(stored)
     decomposition, synthesis, final = f"{root}/decompose", f"{root}/synthesis", f"{root}/final"
@@ -105,14 +110,17 @@ async def test_supervisor_runs_subagents_in_parallel_and_joins_their_findings(de
     assert by[final][ns.TG_TERMINATION_REASON] == ["subagents-complete"]
     answer = next(m.content for m in msgs if m.message_type == "answer" and m.content)
     assert docs[by[synthesis][ns.TG_DOCUMENT][0]][0] == answer and "Missing" not in answer
-    # the sub-agents overlapped: each started before any of them ended
+    # the sub-agents overlapped: each started before any of them ended, and the fastest (the third, 0.5 s of
+    # model time) ended before the slowest (the first, 1.5 s) was half done
     starts = [when(by[sub][ns.PROV_STARTED_AT_TIME][0]) for sub in subs]
     ends = [when(by[f"{sub}/final"][ns.PROV_GENERATED_AT_TIME][0]) for sub in subs]
     assert max(starts) < min(ends), (starts, ends)
+    assert ends[2] < ends[1] < ends[0], ends
     # an explain event per node: each Finding as its sub-agent finished, the Synthesis after all of them
     events = [m.explain_id for m in msgs if m.message_type == "explain"]
     assert events[:2] == [root, decomposition]
-    assert set(findings) <= set(events) and all(events.index(f) < events.index(synthesis) for f in findings)
+    assert [e for e in events if "/finding/" in e] == findings[::-1]  # in completion order
+    assert all(events.index(f) < events.index(synthesis) for f in findings)
     assert events[-2:] == [synthesis, final]
     assert {f"{sub}/final" for sub in subs} <= set(events)  # the sub-agents' ends, forwarded
     report = validate_trace(stored)
@@ -341,4 +349,60 @@ async def test_deleting_a_supervisor_trace_leaves_nothing_behind(deployment, llm
         assert left == []
         await stack.wait_idle()
     finally:
+        await stack.stop()
+
+
+async def test_cancelling_a_plan_run_cancels_every_running_step(deployment, llm_server, llm_settings):
+    """Two independent steps are running when the run is cancelled: both tool calls are cancelled with it (and
+    the dependent third step never starts)."""
+    release = threading.Event()
+    plan = [{"goal": "Who discovered polonium?", "tool": "knowledge-query", "depends_on": []},
+            {"goal": "Why is polonium named so?", "tool": "document-query", "depends_on": []},
+            {"goal": "When?", "tool": "knowledge-query", "depends_on": [1, 2]}]
+
+    def script(template_id, terms, messages):
+        if template_id == "agent-plan":
+            return "\n".join(json.dumps(s) for s in plan)
+        if template_id == "kg-edge-selection":
+            return ""
+        release.wait(60)  # every answer waits until the test is over
+        return "too late"
+
+    llm_server.set_script(script)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server, **PARALLEL_MODEL))
+    try:
+        orchestrator = stack.get("agent-manager-react").orchestrator
+        ports = orchestrator.ports
+        real_run_tool = ports.run_tool
+        started, cancelled = [], []
+
+        async def observed_run_tool(tool, query, *args):  # records what happens to each tool call
+            started.append(query)
+            try:
+                return await real_run_tool(tool, query, *args)
+            except asyncio.CancelledError:
+                cancelled.append(query)
+                raise
+
+        ports.run_tool = observed_run_tool
+        sent: list = []
+
+        async def emit(message):
+            sent.append(message)
+
+        run = asyncio.create_task(orchestrator.run(AgentRequest(
+            question="Three steps", user=deployment.user, collection=deployment.collection,
+            session_id=f"cancel-{uuid.uuid4().hex[:8]}", pattern="plan-then-execute"), emit))
+        deadline = time.monotonic() + 60
+        while len(started) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert sorted(started) == sorted(s["goal"] for s in plan[:2]), started
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await asyncio.sleep(0.1)
+        assert sorted(cancelled) == sorted(started) and "When?" not in started
+        assert not [m for m in sent if m.message_type == "answer"]
+    finally:
+        release.set()
         await stack.stop()
