@@ -135,6 +135,8 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "removal": (_ours("removal"), "removing one document of 1,000; cost by document and collection size"),
     "document-rag": (_ours("document_rag"), "DocumentRAG latency, explainability on/off (issue 9)"),
     "agent": (_ours("agent"), "agent provenance cost per iteration (issue 9)"),
+    "agent-patterns": (_ours("agent_patterns"), "supervisor vs its slowest sub-agent; provenance on/off per agent "
+                                                "pattern (issue 37)"),
     "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; graph-rag anchors "
                                       "(issue 8)"),
     "otel": (_ours("otel"), "OpenTelemetry tracing: GraphRAG latency on / off / not installed, interleaved"),

@@ -318,6 +318,40 @@ async def test_an_agent_trace_links_to_its_sub_queries_and_back(explorer_on):
     assert errors == []
 
 
+async def test_a_supervisor_trace_is_drawn_as_a_dag_with_its_joins(explorer_on):
+    """A supervisor run (extractive: one sub-goal per clause) is drawn as a layered graph: the Decomposition,
+    a node per sub-agent linking to its trace, a Finding per sub-agent, the Synthesis with an arrow from every
+    Finding; the Findings list what each is derived from."""
+    env = await explorer_on(scripted=False)
+    sock = await env.gateway.socket(ALICE)
+    frames = await sock.call("agent", {"question": "Who discovered polonium and who discovered radium?",
+                                       "pattern": "supervisor", "streaming": True})
+    assert all("error" not in f for f in frames), frames[-1]
+    await env.stack.wait_idle()
+    agent_uri = next(f["response"]["explain_id"] for f in frames if f["response"].get("message_type") == "explain")
+    page, errors = await signed_in_page(env)
+    await page.goto(env.gateway.url + f"explorer/trace?uri={agent_uri}")
+    stages = await page.locator("ol.chain > li.stage").evaluate_all("els => els.map(e => e.dataset.stage)")
+    assert stages == ["question", "decomposition", "synthesis", "conclusion"], stages
+    kinds = await page.get_by_test_id("dag-node").evaluate_all("els => els.map(e => e.dataset.kind)")
+    assert sorted(kinds) == sorted(["question", "head", "sub-agent", "sub-agent", "branch", "branch", "synthesis",
+                                    "conclusion"]), kinds
+    # question -> decomposition, decomposition -> 2 sub-agents and 2 findings, sub-agent -> finding (2),
+    # finding -> synthesis (2: the join), synthesis -> conclusion
+    assert await page.get_by_test_id("dag-edge").count() == 1 + 4 + 2 + 2 + 1
+    assert await page.get_by_test_id("synthesis-inputs").inner_text() == "derived from Finding 1, Finding 2"
+    inputs = await page.get_by_test_id("branch-inputs").all_inner_texts()
+    assert inputs == ["derived from Sub-agent g1 Conclusion, Decomposition",
+                      "derived from Sub-agent g2 Conclusion, Decomposition"], inputs
+    await page.get_by_test_id("dag-link").filter(has_text="Sub-agent g1").click()
+    await page.wait_for_url("**/explorer/trace?**")
+    assert await page.get_by_test_id("trace").get_attribute("data-uri") == f"{agent_uri}-g1"
+    await page.get_by_test_id("parent-link").click()
+    assert await page.get_by_test_id("trace").get_attribute("data-uri") == agent_uri
+    await page.screenshot(path=str(env.shots / "supervisor.png"), full_page=True)
+    assert errors == []
+
+
 async def test_a_document_rag_trace_shows_its_chunks_with_their_sources_and_texts(explorer_on):
     env = await explorer_on(scripted=False)
     sock = await env.gateway.socket(ALICE)

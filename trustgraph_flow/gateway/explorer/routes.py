@@ -27,7 +27,7 @@ import orjson
 from aiohttp import web
 
 from trustgraph_base.processor import RequestResponseClient, RequestTimeout, ServiceError, raise_on_error
-from trustgraph_base.provenance.trace_model import TYPE_NAMES
+from trustgraph_base.provenance.trace_model import TYPE_NAMES, node_name
 from trustgraph_base.provenance.trace_reading import read_trace, trace_documents_text, trace_statuses
 from trustgraph_base.provenance.triples import OTEL_TRACE_ID
 from trustgraph_base.provenance.uris import check_question_uri, parse_trace_uri
@@ -44,7 +44,7 @@ from trustgraph_base.store.names import InvalidName, check_collection
 from ..auth import AccessDenied, Auth, bearer_token
 from ..wire import GatewayRequestError
 from .compare import compare_traces
-from .layout import draw_edges
+from .layout import draw_dag, draw_edges
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,7 @@ class Explorer:
         self.tracing_ui_url = tracing_ui_url
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE), autoescape=True,
                                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.templates.filters["node_name"] = node_name
         self.css = (HERE / "explorer.css").read_bytes()
         self.js = (HERE / "ask.js").read_bytes()
 
@@ -278,6 +279,7 @@ class Explorer:
                         if self.tracing_ui_url and isinstance(otel_id, str) and OTEL_TRACE_ID.fullmatch(otel_id)
                         else None)
         return self._page("trace.html", scope=scope, trace=trace, edges=edges, drawing=draw_edges(edges),
+                          dag=draw_dag(trace) if trace.get("type") == "agent" else None,
                           tracing_href=tracing_href,
                           chunk_texts=chunk_texts,
                           parent_href=scope.trace(_root_question(parent)) if parent else None,
