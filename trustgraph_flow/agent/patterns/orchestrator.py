@@ -156,9 +156,13 @@ class AgentOrchestrator:
         session.stage = "step"
         by_name = {t.name: t for t in tools}
         tasks: dict[int, asyncio.Task[BranchResult]] = {}
+        #: each step's result, set as soon as its tool answered (and the client was told): a step that depends
+        #: on it starts then, while its StepResult is still being recorded
+        done: dict[int, asyncio.Future[BranchResult]] = {
+            s.number: asyncio.get_running_loop().create_future() for s in steps}
 
         async def run_step(step: PlanStep) -> BranchResult:
-            deps = [await tasks[d] for d in step.depends_on]
+            deps = [await asyncio.shield(done[d]) for d in step.depends_on]
             uri = self._uri(req, session, "step", step.number)
             result = BranchResult(step.goal, uri)
             failed = [str(d) for d, r in zip(step.depends_on, deps, strict=True) if r.error]
@@ -174,6 +178,7 @@ class AgentOrchestrator:
             text = result.text if not result.error else f"Error: {result.error}"
             await session.send(AgentResponse(message_type="observation", content=text, end_of_message=True,
                                              message_id=uri))
+            done[step.number].set_result(result)
             if session.explainable:
                 await session.explain(uri, step_result_triples(
                     uri, plan_uri, [tasks_uri[d] for d in step.depends_on], step.number, step.goal, step.tool,
