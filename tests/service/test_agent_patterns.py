@@ -408,3 +408,57 @@ async def test_cancelling_a_plan_run_cancels_every_running_step(deployment, llm_
     finally:
         release.set()
         await stack.stop()
+
+
+async def test_a_failing_step_is_recorded_its_dependant_is_not_run_and_an_unusable_plan_is_an_error(
+        deployment, llm_server, llm_settings):
+    """Step 1's tool fails (its model answers nothing): its StepResult carries the error, step 2 (which depends on
+    it) is recorded as not run, step 3 runs, and the synthesis is told what is missing; the trace is complete.
+    A plan naming an unknown tool fails the run: an Error derived from the Question, no Plan stored."""
+    plans = iter([
+        [{"goal": "Who discovered polonium?", "tool": "knowledge-query", "depends_on": []},
+         {"goal": "When was that?", "tool": "knowledge-query", "depends_on": [1]},
+         {"goal": "Why is polonium named so?", "tool": "document-query", "depends_on": []}],
+        [{"goal": "Who?", "tool": "crystal-ball", "depends_on": []}]])
+    seen: dict = {}
+
+    def script(template_id, terms, messages):
+        if template_id == "agent-plan":
+            return "\n".join(json.dumps(s) for s in next(plans))
+        if template_id == "kg-edge-selection":
+            chosen = [k for k in terms["knowledge"] if "polonium" in (k["s"] + k["o"]).lower()][:2]
+            return "\n".join(json.dumps({"id": k["id"], "reasoning": "about polonium"}) for k in chosen)
+        if template_id == "kg-synthesis":
+            return "  "  # an empty answer: the knowledge-query tool fails
+        if template_id == "document-prompt":
+            return "Polonium is named after Poland."
+        if template_id == "agent-synthesise":
+            seen["results"] = terms["results"]
+            return "Polonium is named after Poland; who discovered it is missing."
+        raise AssertionError(template_id)
+
+    llm_server.set_script(script)
+    settings = llm_settings(llm_server)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    try:
+        sid, bad = f"stepf-{uuid.uuid4().hex[:8]}", f"badplan-{uuid.uuid4().hex[:8]}"
+        msgs, stored, docs = await ask(deployment, settings, "Three things", sid, "plan-then-execute", stack=stack)
+        bad_msgs, bad_trace, _ = await ask(deployment, settings, "Who?", bad, "plan-then-execute", stack=stack)
+    finally:
+        await stack.stop()
+    root = f"urn:trustgraph:agent:{sid}"
+    assert msgs[-1].end_of_dialog and msgs[-1].error is None
+    by = by_subject(stored)
+    assert "no answer" in by[f"{root}/step/1"][ns.TG_TOOL_ERROR][0]
+    assert by[f"{root}/step/2"][ns.TG_TOOL_ERROR] == ["not run: step 1 it depends on failed"]
+    assert ns.TG_TOOL_ERROR not in by[f"{root}/step/3"]
+    assert [bool(r["error"]) for r in seen["results"]] == [True, True, False]
+    assert by[f"{root}/final"][ns.TG_TERMINATION_REASON] == ["plan-complete"]
+    assert validate_trace(stored).conforms
+    bad_root = f"urn:trustgraph:agent:{bad}"
+    assert bad_msgs[-1].error is not None and "crystal-ball" in bad_msgs[-1].error.message
+    bad_by = by_subject(bad_trace)
+    assert bad_by[f"{bad_root}/error"][ns.PROV_WAS_DERIVED_FROM] == [bad_root]
+    assert bad_by[f"{bad_root}/error"][ns.TG_STAGE] == ["plan"] and f"{bad_root}/plan" not in bad_by
+    report = validate_trace(bad_trace)
+    assert report.conforms, [v.message for v in report.violations]
