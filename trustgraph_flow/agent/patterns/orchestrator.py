@@ -113,13 +113,16 @@ class AgentOrchestrator:
         if not pattern:
             session.stage = "pattern-decision"
             pattern, reason, usage = await self._route(req)
-            await session.send(AgentResponse(message_type="thought", content=f"Pattern {pattern}: {reason}",
-                                             end_of_message=True))
+            _note(session, AgentResponse(message_type="thought", content=f"Pattern {pattern}: {reason}",
+                                         end_of_message=True))
             if session.explainable:
                 decision = self._uri(req, session, "pattern-decision")
                 await session.explain(decision, pattern_decision_triples(decision, session.question_uri, pattern,
                                                                          reason, usage=usage))
                 inputs.append(decision)
+        # plan and supervisor runs send their explain events and progress messages in the background, in order
+        # (a react run sends each before it goes on, as it always did)
+        session.queue_events = pattern != "react"
         if pattern == "react":
             # today's loop, unchanged: its first Analysis is derived from the Question, the decision beside it
             await self.react._dialog(req, session, tools, list(req.history), max_iter,
@@ -146,7 +149,7 @@ class AgentOrchestrator:
                                                          "tools": [t.as_prompt_term() for t in tools]})
         steps = parse_plan(outcome.text, {t.name for t in tools})
         plan_uri = self._uri(req, session, "plan")
-        await session.send(AgentResponse(message_type="thought", content="Plan:\n" + "\n".join(
+        _note(session, AgentResponse(message_type="thought", content="Plan:\n" + "\n".join(
             f"{s.number}. {s.goal} [{s.tool}]" + (f" after {', '.join(map(str, s.depends_on))}" if s.depends_on
                                                   else "") for s in steps), end_of_message=True))
         if session.explainable:
@@ -169,15 +172,15 @@ class AgentOrchestrator:
             if failed:
                 result.error = f"not run: step {', '.join(failed)} it depends on failed"
             else:
-                await session.send(AgentResponse(message_type="action", content=json.dumps(
+                _note(session, AgentResponse(message_type="action", content=json.dumps(
                     {"step": step.number, "action": step.tool, "arguments": {"question": step.goal}},
                     ensure_ascii=False), end_of_message=True, message_id=uri))
                 outcome = await self.ports.run_tool(by_name[step.tool], step.goal, req, uri, session.collection,
                                                     self._forward(session))
                 result.text, result.error = outcome.text, outcome.error
             text = result.text if not result.error else f"Error: {result.error}"
-            await session.send(AgentResponse(message_type="observation", content=text, end_of_message=True,
-                                             message_id=uri))
+            _note(session, AgentResponse(message_type="observation", content=text, end_of_message=True,
+                                         message_id=uri))
             done[step.number].set_result(result)
             if session.explainable:
                 await session.explain(uri, step_result_triples(
@@ -197,7 +200,7 @@ class AgentOrchestrator:
         outcome = await self.ports.prompt("agent-decompose", {"question": req.question})
         goals = parse_goals(outcome.text)
         decomposition = self._uri(req, session, "decomposition")
-        await session.send(AgentResponse(message_type="thought", content="Sub-goals:\n" + "\n".join(
+        _note(session, AgentResponse(message_type="thought", content="Sub-goals:\n" + "\n".join(
             f"{n}. {g}" for n, g in enumerate(goals, 1)), end_of_message=True))
         if session.explainable:
             await session.explain(decomposition, decomposition_triples(
@@ -228,8 +231,8 @@ class AgentOrchestrator:
             if not result.error and not result.text.strip():
                 result.error = "the sub-agent gave no answer"
             text = result.text if not result.error else f"Error: {result.error}"
-            await session.send(AgentResponse(message_type="observation", content=text, end_of_message=True,
-                                             message_id=uri))
+            _note(session, AgentResponse(message_type="observation", content=text, end_of_message=True,
+                                         message_id=uri))
             if session.explainable:
                 await session.explain(uri, finding_triples(uri, decomposition, last_stage, n, goal,
                                                            error=result.error), answer=(uri, text))
@@ -267,6 +270,12 @@ class AgentOrchestrator:
                 await session.show(uri, triples)
 
         return forward
+
+
+def _note(session: QuerySession, message: AgentResponse) -> None:
+    """Send a progress message (thought, action, observation) after everything before it, without waiting: the
+    run depends on none of them; a failed send fails the run at its next awaited message (the answer)."""
+    session.stream.send_soon(message)
 
 
 async def _all(tasks: list[asyncio.Future[BranchResult]]) -> list[BranchResult]:
