@@ -40,3 +40,23 @@ def test_an_oversized_question_is_refused(deployment):
     assert_one_error_line(r, "the query is 100,001 characters long; at most 100,000 are accepted")
     shown = deployment.run("tg-show-explain-trace", f"urn:trustgraph:agent:{sid}")
     assert shown.returncode == EXIT_FAILED and "no trace" in shown.stderr, shown.explain()
+
+
+def test_a_plan_run_shows_its_dag_live_and_stored(deployment):
+    """``-p plan-then-execute -x`` prints each step as it completes with what it is derived from, and the
+    Synthesis joining every step; ``tg-show-explain-trace`` prints the same joins and ``--format json`` lists
+    them as ``inputs``."""
+    sid = f"e2e-plan-{uuid.uuid4().hex[:8]}"
+    question = "Who discovered polonium and who discovered radium, then when was polonium discovered?"
+    r = deployment.ok("tg-invoke-agent", "-p", "plan-then-execute", "-x", "--session-id", sid, "-q", question)
+    root = f"urn:trustgraph:agent:{sid}"
+    assert f"[plan] {root}/plan" in r.stdout and "Plan ← Question" in r.stdout, r.explain()
+    assert "Step 3 ← Plan, Step 2" in r.stdout and "Synthesis ← Step 1, Step 2, Step 3" in r.stdout, r.explain()
+    assert "polonium" in r.stdout.lower() and "radium" in r.stdout.lower()
+    shown = deployment.ok("tg-show-explain-trace", root)
+    assert "--- Step 3 ← Plan, Step 2 ---" in shown.stdout and "--- Synthesis ← Step 1, Step 2, Step 3 ---" in \
+        shown.stdout, shown.explain()
+    trace = deployment.trace_json(root)
+    assert trace["status"] == "complete" and trace["synthesis"]["inputs"] == [f"{root}/step/{n}" for n in (1, 2, 3)]
+    assert [s["inputs"] for s in trace["step_results"]] == [[f"{root}/plan"], [f"{root}/plan"],
+                                                             [f"{root}/plan", f"{root}/step/2"]]
