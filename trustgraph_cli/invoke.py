@@ -44,6 +44,7 @@ from .common import (
     connection_options,
     end_line,
     err_line,
+    llm_options,
     out,
     out_text,
     quiet_logging,
@@ -203,6 +204,7 @@ def _short(text: str, n: int) -> str:
 @click.option("-s", "--max-subgraph-size", type=click.IntRange(1, 100000), default=150, show_default=True)
 @click.option("-p", "--max-path-length", type=click.IntRange(1, 5), default=2, show_default=True)
 @click.option("--edge-limit", type=click.IntRange(1, 1000), default=25, show_default=True)
+@llm_options
 @connection_options
 @run_async
 async def graph_rag(question, explainable, no_streaming, entity_limit, triple_limit, max_subgraph_size,
@@ -249,6 +251,7 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
 @click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
 @click.option("--no-streaming", is_flag=True)
 @click.option("-d", "--doc-limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@llm_options
 @connection_options
 @run_async
 async def document_rag(question, explainable, no_streaming, doc_limit, user, collection, target):
@@ -272,6 +275,7 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
 @click.option("--no-trace", is_flag=True, help="do not record provenance (sends no session id)")
 @click.option("-g", "--group", multiple=True, help="restrict the tools to these names (repeatable)")
 @click.option("--max-iterations", type=click.IntRange(1, 50), default=None)
+@llm_options
 @connection_options
 @run_async
 async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, user, collection,

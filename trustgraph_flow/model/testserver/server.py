@@ -13,8 +13,11 @@ Answers come from one of two modes:
   code path runs with deterministic answers;
 * ``scripted``: replies given by the test, in order, per template id, or by a callable.
 
-Tests inject faults (latency, HTTP errors, hangs, malformed output) and read the request
-log to assert what the client actually sent. "Tokens" in usage are whitespace-separated
+Tests inject faults (latency, HTTP errors, hangs, slow generation, malformed output) and read
+the request log to assert what the client actually sent. Chat answers share one generation
+slot, as a llama.cpp server with one slot does: a slow generation (``slow_next``) holds it, so
+later requests wait behind it, until it ends or its client disconnects, which the server
+notices and records (``disconnects``). "Tokens" in usage are whitespace-separated
 word counts: there is no tokenizer behind this server.
 """
 
@@ -24,6 +27,8 @@ import base64
 import itertools
 import json
 import logging
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -61,11 +66,20 @@ class RecordedRequest:
     received_at: float
 
 
+@dataclass(frozen=True)
+class Disconnect:
+    """A slow generation whose client went away before it finished: the server stopped it."""
+
+    template_id: str | None
+    after_seconds: float  # how long it had been generating
+    at: float  # time.time() when the server noticed
+
+
 @dataclass
 class Fault:
     """A fault applied to the next matching request(s)."""
 
-    kind: str  # "status" | "hang" | "malformed"
+    kind: str  # "status" | "hang" | "slow" | "malformed"
     endpoint: str = CHAT
     status: int = 500
     message: str = ""
@@ -123,6 +137,9 @@ class _State:
     stopping: threading.Event = field(default_factory=threading.Event)
     faults: list[Fault] = field(default_factory=list)
     log: list[RecordedRequest] = field(default_factory=list)
+    disconnects: list[Disconnect] = field(default_factory=list)
+    #: The one generation slot chat answers share (a llama.cpp server with one slot).
+    slot: threading.Lock = field(default_factory=threading.Lock)
     script_position: int = 0
     template_positions: dict[str, int] = field(default_factory=dict)
     ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -158,6 +175,12 @@ class LocalOpenAIServer:
         """The template id of each chat request, in order (None when the prompt had none)."""
         return [r.template_id for r in self.chat_requests()]
 
+    @property
+    def disconnects(self) -> list[Disconnect]:
+        """The slow generations stopped because their client disconnected (a copy)."""
+        with self._state.lock:
+            return list(self._state.disconnects)
+
     def clear_log(self) -> None:
         """Forget the recorded requests."""
         with self._state.lock:
@@ -185,6 +208,17 @@ class LocalOpenAIServer:
         :param endpoint: ``"chat"`` or ``"embeddings"``.
         """
         self._add(count, Fault("hang", endpoint, seconds=seconds))
+
+    def slow_next(self, count: int = 1, seconds: float = 30.0) -> None:
+        """Let the next ``count`` chat requests generate for ``seconds`` before answering, holding the
+        server's one generation slot: other chat requests wait for it, as they do behind a busy
+        llama.cpp slot.  A generation whose client disconnects stops at once and is recorded in
+        :attr:`disconnects`; the slot is free again.
+
+        :param count: number of requests affected.
+        :param seconds: how long each one generates.
+        """
+        self._add(count, Fault("slow", CHAT, seconds=seconds))
 
     def malform_next(self, count: int = 1, text: str | None = None) -> None:
         """Corrupt the next ``count`` chat answers.
@@ -240,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "trustgraph-openai-testserver/1"
     timeout = 60  # idle keep-alive connections are dropped after a minute
     state: _State  # set on the per-server subclass
+    _template_id: str | None = None  # of the chat request being answered
 
     def log_message(self, format: str, *args: Any) -> None:  # signature of the base class
         log.debug("%s %s", self.address_string(), format % args)
@@ -290,7 +325,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.state.latency_ms:
             self.state.stopping.wait(self.state.latency_ms / 1000)
         fault = self._take_fault(endpoint)
+        if endpoint == CHAT and (fault is None or fault.kind != "slow"):
+            self._wait_for_slot()
         if fault is None:
+            return None
+        if fault.kind == "slow":
+            self._generate_slowly(fault.seconds)
             return None
         if fault.kind == "status":
             headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
@@ -299,6 +339,37 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.stopping.wait(fault.seconds)
             raise _HangUpError()
         return fault
+
+    def _wait_for_slot(self) -> None:
+        """Wait until no slow generation holds the generation slot (or the server stops)."""
+        while not self.state.slot.acquire(timeout=0.05):
+            if self.state.stopping.is_set():
+                raise _HangUpError()
+        self.state.slot.release()
+
+    def _generate_slowly(self, seconds: float) -> None:
+        """Hold the generation slot for ``seconds``; stop early, and record it, when the client disconnects."""
+        state = self.state
+        with state.slot:
+            started = time.monotonic()
+            while time.monotonic() - started < seconds:
+                if state.stopping.is_set():
+                    raise _HangUpError()
+                if self._client_gone(0.05):
+                    with state.lock:
+                        state.disconnects.append(Disconnect(self._template_id, time.monotonic() - started,
+                                                            time.time()))
+                    raise _HangUpError()
+
+    def _client_gone(self, wait: float) -> bool:
+        """Whether the client closed its end of the connection (it sends nothing while it waits for an answer)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], wait)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     # ----------------------------------------------------------------- routing
     def do_GET(self) -> None:
@@ -375,6 +446,7 @@ class _Handler(BaseHTTPRequestHandler):
         users = [_message_text(m.get("content")) for m in messages or [] if isinstance(m, dict)
                  and m.get("role") == "user"]
         template_id, terms = parse_rendered(system, users[-1] if users else "")
+        self._template_id = template_id
         self._record(body, template_id)
         self._check_auth()
         if not isinstance(messages, list) or not messages:
