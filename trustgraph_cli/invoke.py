@@ -190,6 +190,16 @@ class ExplainPrinter:
                 out(f"        Source: {chain_text(chain)}")
 
 
+SHOW_USAGE_HELP = ("print on stderr the model, prompt and completion tokens of every LLM call, as the trace "
+                   "records them, and the totals")
+
+
+def _usage_log(show_usage: bool):
+    from .usage import UsageLog
+
+    return UsageLog() if show_usage else None
+
+
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -204,11 +214,12 @@ def _short(text: str, n: int) -> str:
 @click.option("-s", "--max-subgraph-size", type=click.IntRange(1, 100000), default=150, show_default=True)
 @click.option("-p", "--max-path-length", type=click.IntRange(1, 5), default=2, show_default=True)
 @click.option("--edge-limit", type=click.IntRange(1, 1000), default=25, show_default=True)
+@click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
 @llm_options
 @connection_options
 @run_async
 async def graph_rag(question, explainable, no_streaming, entity_limit, triple_limit, max_subgraph_size,
-                    max_path_length, edge_limit, user, collection, target):
+                    max_path_length, edge_limit, show_usage, user, collection, target):
     """Ask the knowledge graph; with -x, show why: explored edges, selected edges with reasons, sources."""
     from trustgraph_base.schema import GraphRagQuery
 
@@ -219,11 +230,12 @@ async def graph_rag(question, explainable, no_streaming, entity_limit, triple_li
         req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
                             triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
                             max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming)
-        await stream_rag(conn, "graph-rag", req, printer, explainable)
+        await stream_rag(conn, "graph-rag", req, printer, explainable, _usage_log(show_usage))
 
 
-async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool) -> None:
-    """Send a GraphRAG or DocumentRAG query, print its answer as it streams (and its explain events, if asked)."""
+async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool, usage=None) -> None:
+    """Send a GraphRAG or DocumentRAG query, print its answer as it streams (and its explain events, if asked);
+    with a :class:`~trustgraph_cli.usage.UsageLog` as ``usage``, print its LLM calls on stderr at the end."""
     from trustgraph_base.provenance.uris import final_stage_uris
 
     client = await conn.client(service)
@@ -235,6 +247,8 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
         if msg.message_type == "explain":
             if not question_uri:
                 question_uri = msg.explain_id
+            if usage is not None:
+                usage.event(msg.explain_id, msg.explain_triples)
             if explainable:
                 await printer.event(msg.explain_id, msg.explain_triples, getattr(msg, "edge_sources", ()))
         elif msg.response:
@@ -244,6 +258,8 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
             wrote_answer = True
     if wrote_answer:
         end_line()
+    if usage is not None:
+        usage.print()
 
 
 @click.command("tg-invoke-document-rag", cls=TgCommand)
@@ -251,10 +267,11 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
 @click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
 @click.option("--no-streaming", is_flag=True)
 @click.option("-d", "--doc-limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
 @llm_options
 @connection_options
 @run_async
-async def document_rag(question, explainable, no_streaming, doc_limit, user, collection, target):
+async def document_rag(question, explainable, no_streaming, doc_limit, show_usage, user, collection, target):
     """Ask the documents; with -x, show which chunks (and pages, documents) the answer used."""
     from trustgraph_base.schema import DocumentRagQuery
 
@@ -264,7 +281,7 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
         printer = ExplainPrinter(conn, user, collection)
         req = DocumentRagQuery(query=question, user=user, collection=collection, doc_limit=doc_limit,
                                streaming=not no_streaming)
-        await stream_rag(conn, "document-rag", req, printer, explainable)
+        await stream_rag(conn, "document-rag", req, printer, explainable, _usage_log(show_usage))
 
 
 @click.command("tg-invoke-agent", cls=TgCommand)
@@ -275,11 +292,12 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
 @click.option("--no-trace", is_flag=True, help="do not record provenance (sends no session id)")
 @click.option("-g", "--group", multiple=True, help="restrict the tools to these names (repeatable)")
 @click.option("--max-iterations", type=click.IntRange(1, 50), default=None)
+@click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
 @llm_options
 @connection_options
 @run_async
-async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, user, collection,
-                target):
+async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, show_usage, user,
+                collection, target):
     """Ask the ReAct agent; its trace (and linked GraphRAG/DocRAG sub-traces) is recorded by default."""
     from trustgraph_base.provenance.uris import check_session_id
     from trustgraph_base.schema import AgentRequest
@@ -298,10 +316,13 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
         req = AgentRequest(question=question, user=user, collection=collection, session_id=sid,
                            group=list(group), max_iterations=max_iterations or 0)
         answer_written = False
+        usage = _usage_log(show_usage)
         async for msg in client.stream(req):
             if msg.message_type == "error" or msg.error is not None:
                 raise CliError(f"agent: {msg.error.message if msg.error else msg.content}", EXIT_FAILED)
             if msg.message_type == "explain":
+                if usage is not None:
+                    usage.event(msg.explain_id, msg.explain_triples)
                 if explainable:
                     await printer.event(msg.explain_id, msg.explain_triples)
             elif msg.message_type in ("thought", "observation"):
@@ -318,3 +339,8 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
                 answer_written = True
         if not answer_written:
             raise CliError("the agent finished without an answer", EXIT_FAILED)
+        if usage is not None:
+            if no_trace:
+                err_line("(--no-trace: no trace records the LLM calls)")
+            await usage.add_sub_traces(conn, user, collection)
+            usage.print()
