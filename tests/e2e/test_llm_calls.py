@@ -151,3 +151,35 @@ def test_the_llm_max_tokens_setting_reaches_the_request(embedded_deployment, llm
     embedded_deployment.ok("tg-invoke-document-rag", "-q", "What is the curie?", "--llm-max-tokens", "77",
                            env=llm_env(llm))
     assert [r.body["max_tokens"] for r in llm.chat_requests()] == [77]
+
+
+def test_an_interrupted_command_disconnects_its_llm_call(embedded_deployment, llm):
+    """Ctrl-C cancels the embedded query at once: its LLM call closes its connection and the server stops."""
+    import signal
+    import subprocess
+
+    from e2e_support import script
+
+    d = embedded_deployment
+    llm.slow_next(1, 60.0)
+    argv = [script("tg-invoke-graph-rag"), "-U", d.user, "-q", GRAPH_QUESTION]
+    proc = subprocess.Popen(argv, env={**d.env, **llm_env(llm)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not llm.chat_requests() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert llm.chat_requests(), "the command never called the LLM"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "Error: interrupted" in err, err
+    deadline = time.monotonic() + 10
+    while not llm.disconnects and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [gone] = llm.disconnects
+    assert gone.template_id == "kg-edge-selection" and gone.after_seconds < 30

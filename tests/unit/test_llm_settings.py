@@ -124,3 +124,21 @@ def test_a_command_timeout_shorter_than_the_llm_timeout_is_refused(monkeypatch):
 def test_without_an_llm_the_command_timeout_stands(monkeypatch):
     monkeypatch.setenv("LLM_BACKEND", "extractive")
     assert common.reply_wait(5.0, True, LlmSettings(timeout=900.0)) == 5.0
+
+
+def test_program_flags_win_over_the_environment(monkeypatch):
+    parser = argparse.ArgumentParser()
+    llm_settings.add_llm_args(parser)
+    monkeypatch.setenv("TG_LLM_TIMEOUT", "400")
+    monkeypatch.setenv("TG_LLM_MAX_RETRIES", "5")
+    assert llm_settings.settings_from_args(parser.parse_args([])) == LlmSettings(400.0, 5, 2048)
+    args = parser.parse_args(["--llm-timeout", "900", "--llm-max-tokens", "256"])
+    assert llm_settings.settings_from_args(args) == LlmSettings(900.0, 5, 256)
+    with pytest.raises(LlmSettingsError, match="--llm-max-retries"):
+        llm_settings.settings_from_args(parser.parse_args(["--llm-max-retries", "99"]))
+
+
+def test_tg_gateway_refuses_bad_llm_settings():
+    r = subprocess.run([sys.executable, "-c", "from trustgraph_flow.gateway.service import embedded_main as m; m()",
+                        "--llm-timeout", "-3"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--llm-timeout must be a number of seconds" in r.stderr, r.stderr

@@ -14,6 +14,7 @@ the setting to raise, is what the caller sees; no client waits for ever.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Mapping
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 
 __all__ = ["LlmSettings", "LlmSettingsError", "ENV_TIMEOUT", "ENV_MAX_RETRIES", "ENV_MAX_TOKENS", "DEFAULT_TIMEOUT",
            "DEFAULT_MAX_RETRIES", "DEFAULT_MAX_TOKENS", "MAX_TIMEOUT", "MAX_RETRIES", "MAX_TOKENS", "HOP_MARGIN",
-           "TIMEOUT_HINT", "reply_deadline", "check_timeout", "check_max_retries", "check_max_tokens"]
+           "TIMEOUT_HINT", "reply_deadline", "add_llm_args", "settings_from_args", "check_timeout",
+           "check_max_retries", "check_max_tokens"]
 
 ENV_TIMEOUT = "TG_LLM_TIMEOUT"
 ENV_MAX_RETRIES = "TG_LLM_MAX_RETRIES"
@@ -87,6 +89,32 @@ class LlmSettings:
         """The same settings as environment variables (for processes a caller starts)."""
         return {ENV_TIMEOUT: f"{self.timeout:g}", ENV_MAX_RETRIES: str(self.max_retries),
                 ENV_MAX_TOKENS: str(self.max_tokens)}
+
+
+def add_llm_args(parser: argparse.ArgumentParser) -> None:
+    """``--llm-timeout``, ``--llm-max-retries``, ``--llm-max-tokens`` for a program that starts processors
+    which may call an LLM (``tg-gateway``); read back with :func:`settings_from_args`."""
+    parser.add_argument("--llm-timeout", type=float, default=None,
+                        help=f"seconds one LLM call may take, retries included (env {ENV_TIMEOUT}; "
+                             f"default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--llm-max-retries", type=int, default=None,
+                        help=f"retries of a failed LLM call (env {ENV_MAX_RETRIES}; default {DEFAULT_MAX_RETRIES})")
+    parser.add_argument("--llm-max-tokens", type=int, default=None,
+                        help=f"completion length limit (env {ENV_MAX_TOKENS}; default {DEFAULT_MAX_TOKENS})")
+
+
+def settings_from_args(args: argparse.Namespace) -> LlmSettings:
+    """The settings of :func:`add_llm_args`' flags, else of the environment.
+
+    :raises LlmSettingsError: a value out of range; the message names the flag or variable.
+    """
+    env = LlmSettings.from_env()
+    timeout = env.timeout if args.llm_timeout is None else check_timeout(args.llm_timeout, "--llm-timeout")
+    retries = env.max_retries if args.llm_max_retries is None else check_max_retries(args.llm_max_retries,
+                                                                                      "--llm-max-retries")
+    tokens = env.max_tokens if args.llm_max_tokens is None else check_max_tokens(args.llm_max_tokens,
+                                                                                  "--llm-max-tokens")
+    return LlmSettings(timeout, retries, tokens)
 
 
 def reply_deadline(llm_timeout: float, hops: int) -> float:
