@@ -183,3 +183,24 @@ def test_an_interrupted_command_disconnects_its_llm_call(embedded_deployment, ll
         time.sleep(0.1)
     [gone] = llm.disconnects
     assert gone.template_id == "kg-edge-selection" and gone.after_seconds < 30
+
+
+def test_load_document_passes_the_settings_to_llm_extraction(embedded_deployment, tmp_path):
+    """tg-load-document's LLM extractor (kg-extract -> prompt -> text-completion) runs with the command's settings."""
+
+    def extraction(template_id, terms, messages):
+        if template_id == "extract-relationships":
+            return json.dumps({"subject": "Irène Joliot-Curie", "predicate": "discovered",
+                               "object": "artificial radioactivity", "object-entity": True})
+        if template_id == "extract-definitions":
+            return json.dumps({"entity": "artificial radioactivity", "definition": "radioactivity made in a lab"})
+        raise AssertionError(f"unexpected template {template_id}")
+
+    doc = tmp_path / "joliot.txt"
+    doc.write_text("Irène Joliot-Curie discovered artificial radioactivity in 1934 with Frédéric Joliot.\n")
+    with start_server("scripted", script=extraction, model=MODEL) as server:
+        embedded_deployment.ok("tg-load-document", str(doc), "-C", "llmload", "--llm-max-tokens", "99",
+                               "--llm-timeout", "30", env=llm_env(server))
+        requests = server.chat_requests()
+    assert {r.template_id for r in requests} == {"extract-relationships", "extract-definitions"}
+    assert {r.body["max_tokens"] for r in requests} == {99}
