@@ -26,6 +26,7 @@ import click
 from click.core import ParameterSource
 
 from trustgraph_base import telemetry
+from trustgraph_flow.model.llm_settings import HOP_MARGIN, LlmSettings, LlmSettingsError, reply_deadline
 
 from .terminal_text import ECHO_LIMIT, clip, is_utf8, printable, quoted
 
@@ -262,7 +263,6 @@ def connection_options(fn: Callable) -> Callable:
 DEFAULT_TIMEOUT = 120.0
 #: Bus hops between a command and an LLM call (command -> agent -> graph-rag -> prompt -> text-completion -> LLM).
 CLI_LLM_HOPS = 5
-HOP_MARGIN = 30.0  # seconds per hop, as trustgraph_flow.model.llm_settings.HOP_MARGIN (checked by a unit test)
 
 
 def llm_options(fn: Callable) -> Callable:
@@ -277,8 +277,6 @@ def llm_options(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, llm_timeout, llm_max_retries, llm_max_tokens, **kwargs):
-        from trustgraph_flow.model.llm_settings import LlmSettings, LlmSettingsError
-
         try:
             env = LlmSettings.from_env()
             llm = LlmSettings(timeout=env.timeout if llm_timeout is None else llm_timeout,
@@ -311,7 +309,7 @@ def llm_options(fn: Callable) -> Callable:
     return wrapper
 
 
-def reply_wait(timeout: float, given: bool, llm) -> float:
+def reply_wait(timeout: float, given: bool, llm: LlmSettings) -> float:
     """The seconds a command waits for each reply when an LLM may be called before it.
 
     An LLM call may take ``llm.timeout`` plus :data:`HOP_MARGIN` per service in between
@@ -322,13 +320,13 @@ def reply_wait(timeout: float, given: bool, llm) -> float:
 
     :param timeout: the ``--timeout`` value.
     :param given: whether ``--timeout`` was given on the command line.
-    :param llm: the command's :class:`~trustgraph_flow.model.llm_settings.LlmSettings`.
+    :param llm: the command's LLM call settings.
     """
     from trustgraph_flow.model.llm import resolve_llm
 
     if resolve_llm("auto") != "openai":
         return timeout
-    needed = llm.timeout + CLI_LLM_HOPS * HOP_MARGIN
+    needed = reply_deadline(llm.timeout, CLI_LLM_HOPS)
     if timeout >= needed:
         return timeout
     if given:

@@ -56,7 +56,6 @@ def test_every_client_between_a_caller_and_the_llm_waits_longer_than_the_layer_i
     # unchanged where the LLM timeout is short: the services' own defaults
     assert SERVICES["graph-rag"].deadline(120.0) == 600.0
     assert SERVICES["triples"].deadline(3600.0) == SERVICES["triples"].timeout
-    assert common.HOP_MARGIN == llm_settings.HOP_MARGIN
 
 
 def test_client_deadlines_follow_the_environment(monkeypatch):
