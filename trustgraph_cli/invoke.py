@@ -303,6 +303,8 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
     from trustgraph_base.schema import AgentRequest
 
     check_names(user, collection)
+    if show_usage and no_trace:
+        raise CliError("--show-usage reads the LLM calls from the trace: leave out --no-trace", EXIT_USAGE)
     sid = "" if no_trace else (session_id or str(uuid.uuid4()))
     if sid:
         try:
@@ -340,7 +342,5 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
         if not answer_written:
             raise CliError("the agent finished without an answer", EXIT_FAILED)
         if usage is not None:
-            if no_trace:
-                err_line("(--no-trace: no trace records the LLM calls)")
             await usage.add_sub_traces(conn, user, collection)
             usage.print()

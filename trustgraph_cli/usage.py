@@ -97,13 +97,6 @@ class UsageLog:
         in_token, out_token, models = self.totals()
         err_line(_tokens(in_token, out_token, ", ".join(models) or "-"))
 
-    def as_json(self) -> dict:
-        """The calls and totals as data."""
-        in_token, out_token, models = self.totals()
-        return {"calls": [{"stage": c.stage, "uri": c.uri, "in_token": c.in_token, "out_token": c.out_token,
-                           "model": c.model} for c in self.calls],
-                "in_token": in_token, "out_token": out_token, "models": models}
-
 
 def _tokens(in_token: int | None, out_token: int | None, model: str) -> str:
     show = lambda n: "-" if n is None else str(n)  # noqa: E731 - one-line formatter

@@ -147,6 +147,13 @@ def test_bad_llm_settings_are_refused(embedded_deployment, llm, args, env, conta
     assert llm.chat_requests() == []
 
 
+def test_show_usage_needs_the_agents_trace(embedded_deployment, llm):
+    r = embedded_deployment.run("tg-invoke-agent", "-q", GRAPH_QUESTION, "--show-usage", "--no-trace",
+                                env=llm_env(llm))
+    assert_clean_failure(r, EXIT_USAGE, contains="leave out --no-trace")
+    assert llm.chat_requests() == []
+
+
 def test_the_llm_max_tokens_setting_reaches_the_request(embedded_deployment, llm):
     embedded_deployment.ok("tg-invoke-document-rag", "-q", "What is the curie?", "--llm-max-tokens", "77",
                            env=llm_env(llm))

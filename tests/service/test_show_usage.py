@@ -69,8 +69,6 @@ def assert_equal_to_trace(usage: UsageLog, trace: dict, expected_calls: int) -> 
                for c in usage.calls), usage.calls
     in_total, out_total, models = usage.totals()
     assert (in_total, out_total, models) == (sum(r[1] for r in recorded), sum(r[2] for r in recorded), ["scripted"])
-    data = usage.as_json()
-    assert data["in_token"] == in_total and [c["uri"] for c in data["calls"]] == [r[0] for r in recorded]
 
 
 async def test_graph_rag_usage_equals_the_trace(deployment, llm_server, llm_settings, capsys):
