@@ -113,3 +113,26 @@ async def test_complete_streams_internally_and_keeps_usage(server):
     finally:
         await llm.aclose()
         await plain.aclose()
+
+
+async def test_an_answer_cut_short_is_asked_again_not_taken_as_whole(server):
+    """llama-cpp-python ends a stream early, well formed, when another request arrives: no finish reason."""
+    llm = OpenAICompletion(server.base_url, "k", "m", timeout=10.0, max_retries=1, backoff_initial=0.01)
+    once = OpenAICompletion(server.base_url, "k", "m", timeout=10.0, max_retries=0)
+    try:
+        whole = await llm.complete(PROMPT.system, PROMPT.user)
+        server.cut_next(1)
+        again = await llm.complete(PROMPT.system, PROMPT.user)
+        assert again == whole and len(server.chat_requests()) == 3  # the cut answer was asked for again
+        server.cut_next(1)
+        with pytest.raises(LlmError, match="cut short.*--interrupt_requests False"):
+            await once.complete(PROMPT.system, PROMPT.user)
+        server.cut_next(1)
+        pieces = []
+        with pytest.raises(LlmError, match="cut short"):
+            async for chunk in once.stream(PROMPT.system, PROMPT.user):
+                pieces.append(chunk.text)
+        assert pieces and "".join(pieces) != whole.text and whole.text.startswith("".join(pieces))
+    finally:
+        await llm.aclose()
+        await once.aclose()

@@ -79,7 +79,7 @@ class Disconnect:
 class Fault:
     """A fault applied to the next matching request(s)."""
 
-    kind: str  # "status" | "hang" | "slow" | "malformed"
+    kind: str  # "status" | "hang" | "slow" | "cut" | "malformed"
     endpoint: str = CHAT
     status: int = 500
     message: str = ""
@@ -220,6 +220,15 @@ class LocalOpenAIServer:
         """
         self._add(count, Fault("slow", CHAT, seconds=seconds))
 
+    def cut_next(self, count: int = 1) -> None:
+        """End the next ``count`` streamed chat answers after half their text with ``data: [DONE]`` and no
+        finish reason, as llama-cpp-python's server does to a stream when another request arrives (its
+        default ``interrupt_requests``).  Plain (not streamed) answers are not affected but use the fault up.
+
+        :param count: number of requests affected.
+        """
+        self._add(count, Fault("cut", CHAT))
+
     def malform_next(self, count: int = 1, text: str | None = None) -> None:
         """Corrupt the next ``count`` chat answers.
 
@@ -321,7 +330,8 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _apply_delay_and_faults(self, endpoint: str) -> Fault | None:
-        """Sleep the configured latency; raise or hang for an injected fault; return a malformed one."""
+        """Sleep the configured latency; raise, hang or generate slowly for an injected fault; return a malformed
+        or cut one (the answer changes)."""
         if self.state.latency_ms:
             self.state.stopping.wait(self.state.latency_ms / 1000)
         fault = self._take_fault(endpoint)
@@ -452,6 +462,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(messages, list) or not messages:
             raise _HttpError(400, "'messages' must be a non-empty list")
         fault = self._apply_delay_and_faults(CHAT)
+        cut = fault is not None and fault.kind == "cut"
+        if cut:
+            fault = None
         content, objects = self._answer(template_id, terms, messages)
         if fault is not None:
             content = fault.text if fault.text is not None else MALFORMED_WRAPPER.format(content=content)
@@ -467,7 +480,8 @@ class _Handler(BaseHTTPRequestHandler):
         fingerprint = EXTRACTIVE_MODEL_ID if self.state.mode == "extractive" else "scripted"
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(completion_id, created, model, fingerprint, content, usage if include_usage else None)
+            self._stream(completion_id, created, model, fingerprint, content, usage if include_usage else None,
+                         cut=cut)
             return
         self._send_json(200, {
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
@@ -521,7 +535,7 @@ class _Handler(BaseHTTPRequestHandler):
         raise _HttpError(500, "scripted server: the script is exhausted")
 
     def _stream(self, completion_id: str, created: int, model: str, fingerprint: str, content: str,
-                usage: dict | None) -> None:
+                usage: dict | None, cut: bool = False) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -538,11 +552,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         pieces = [content[i:i + 16] for i in range(0, len(content), 16)]
-        for piece in pieces:
+        for piece in pieces[:(len(pieces) + 1) // 2] if cut else pieces:
             event([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
-        event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-        if usage is not None:
-            event([], {"usage": usage})
+        if not cut:  # a cut stream ends at once, well formed but with no finish reason and no usage
+            event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            if usage is not None:
+                event([], {"usage": usage})
         self._chunk("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

@@ -341,8 +341,18 @@ class OpenAICompletion:
         finally:
             with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
+        if not finish_reason:
+            raise self._cut_short()
         return Completion(text="".join(pieces), in_token=in_token, out_token=out_token, model=model or self.model,
                           finish_reason=finish_reason)
+
+    def _cut_short(self) -> LlmError:
+        """A stream that ended without a finish reason: the server cut the answer short.  llama-cpp-python's
+        server does so, with a well-formed end, to a stream when another request arrives (unless started
+        with ``--interrupt_requests False``); retrying asks again."""
+        return LlmError(self.endpoint, "the answer was cut short: the stream ended without a finish reason "
+                                       "(a llama-cpp-python server interrupts a stream when another request "
+                                       "arrives unless started with --interrupt_requests False)", retryable=True)
 
     def _span_attributes(self, request: dict) -> dict[str, AttributeValue]:
         """The GenAI attributes of a call's span (docs/observability.md); {} when tracing is off."""
@@ -450,6 +460,8 @@ class OpenAICompletion:
         finally:
             with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
+        if not finish_reason:
+            raise self._cut_short()
         genai.set_response(span, model=model or self.model, input_tokens=in_token, output_tokens=out_token,
                            finish_reason=finish_reason, output="".join(pieces) if keep else None)
         yield CompletionChunk(
