@@ -1,7 +1,7 @@
 """The token budget of the edge-selection prompt: which candidate edges the model is shown.
 
 A model pays for every prompt token (time on a local model, money on a hosted one), and 150
-candidate edges make a prompt of about 10,700 tokens (docs/models.md).  Before the selection
+candidate edges make a prompt of about 10,700 tokens (docs/trace-model.md).  Before the selection
 call the candidates are ranked with the extractive selector's scorer
 (:func:`~trustgraph_flow.model.extractive.edge_selection.score_edges`: the entity vector search's
 cosine, shared question words, anchors named in the question, one-hop closure from them), and
@@ -84,13 +84,22 @@ def _prompt_tokens(terms: dict, count: Callable[[str], int]) -> int:
     return count(prompt.system) + count(prompt.user)
 
 
+def _terms(base: dict, knowledge: list) -> dict:
+    """The prompt's terms for ``knowledge``: the entity scores of the entities its edges name, no others (a
+    selector scores an edge by its own subject and object; fifty seed scores would cost about 800 tokens)."""
+    named = {k["s"] for k in knowledge} | {k["o"] for k in knowledge}
+    scores = {label: score for label, score in base["entity_scores"].items() if label in named}
+    return {**base, "entity_scores": scores, "knowledge": knowledge}
+
+
 def cut_candidates(query: str, knowledge: Sequence[Mapping[str, str]], entity_scores: Mapping[str, float],
                    limit: int, budget: int, *, count: Callable[[str], int] = estimate_tokens) -> SelectionCut:
     """Rank ``knowledge`` and keep the best-first prefix whose selection prompt fits ``budget`` tokens.
 
     :param query: the question.
     :param knowledge: candidate edges ``{"id", "s", "p", "o"}`` (labels).
-    :param entity_scores: seed entity label -> cosine to the question (from the entity vector search).
+    :param entity_scores: seed entity label -> cosine to the question (from the entity vector search); the
+        prompt carries those of the entities its edges name.
     :param limit: most edges the selector may select (the prompt says so).
     :param budget: most prompt tokens (0: no cut; every candidate is sent in its original order).
     :param count: token counter of one text (default: :func:`estimate_tokens`).
@@ -101,13 +110,13 @@ def cut_candidates(query: str, knowledge: Sequence[Mapping[str, str]], entity_sc
     base = {"query": query, "entity_scores": dict(entity_scores), "limit": limit}
     candidates = list(knowledge)
     if budget == 0 or not candidates:
-        terms = {**base, "knowledge": candidates}
+        terms = _terms(base, candidates)
         return SelectionCut(terms, len(candidates), [k["id"] for k in candidates], 0, _prompt_tokens(terms, count))
     by_id = {k["id"]: k for k in candidates}
     ranked = [by_id[item.id] for item in score_edges(query, candidates, entity_scores)]
 
     def terms_of(n: int) -> dict:
-        return {**base, "knowledge": ranked[:n]}
+        return _terms(base, ranked[:n])
 
     # The longest prefix within the budget (the prompt grows with every edge): binary search, at least one edge.
     low, high = 1, len(ranked)
