@@ -11,7 +11,11 @@ default, 3,000 tokens, and 0 = every candidate sent):
 * prompt tokens per GraphRAG query: the edge-selection prompt as recorded in the trace (its estimate,
   ``tg:selectionPromptTokens``) plus the synthesis prompt (the same estimate of the rendered kg-synthesis prompt),
   p50 and max; with a real model also the prompt tokens the model reported (the trace's usage);
-* edge-selection recall with the budget / recall with every candidate (target >= 1: the cut loses nothing).
+* edge-selection recall with the budget / recall with every candidate (target >= 1: the cut loses nothing);
+* with a real model, also the prompt tokens the model reported per DocumentRAG and per agent query (the sample
+  corpus's ``document`` and ``agent`` questions, summed over the stages' recorded usage; the agent's figure is its
+  own calls, not the queries its tools ran).
+  The ``extractive`` backend spends no model tokens, so it has none.
 
 Backends: ``extractive`` always; ``openai`` (a real OpenAI-compatible endpoint, e.g. llama.cpp's server) when
 ``OPENAI_BASE_URL`` is set (its timeout: ``TG_BENCH_LLM_TIMEOUT`` seconds, default 600).  Targets: <= 3,500 prompt
@@ -112,13 +116,15 @@ async def bench(suite: Suite) -> Results:
     deployment = suite.deployment("embedded")
     store = deployment.open_stores()[0]
     outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]] = {}
+    others: dict[str, dict[str, list[int]]] = {}
     try:
         for backend in backends():
             settings: dict[str, dict] = {"embeddings": {"embedder": shared_embedder()}}
             if backend == "openai":
                 settings["text-completion"] = {"timeout": float(os.environ.get("TG_BENCH_LLM_TIMEOUT", "600")),
                                                "max_retries": 0}
-            running = await deployment.start(closure("graph-rag"), llm=backend, settings=settings)
+            running = await deployment.start(closure("graph-rag", "document-rag", "agent"), llm=backend,
+                                             settings=settings)
             try:
                 async with Connection.attach(running, timeout=120) as conn:
                     client = await conn.client("graph-rag")
@@ -129,11 +135,47 @@ async def bench(suite: Suite) -> Results:
                             rows.append((item, await _ask(client, store, deployment.user, collection, item.question,
                                                           budget)))
                             await settle(running)
+                    if backend != "extractive":
+                        others[backend] = await _other_queries(conn, deployment.user, collection, suite.quick)
             finally:
                 await running.stop()
     finally:
         store.close()
-    return figures(outcomes)
+    results = figures(outcomes)
+    for backend, tokens in others.items():
+        for kind, counts in tokens.items():
+            results.add(Figure(f"prompt tokens per {kind} query, model-reported ({backend})", statistics.median(counts),
+                               "tokens", spread=f"max {max(counts)}", note=f"{len(counts)} question(s)"))
+    return results
+
+
+async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[str, list[int]]:
+    """Model-reported prompt tokens of the sample corpus's DocumentRAG and agent questions."""
+    import uuid
+
+    from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.schema import AgentRequest, DocumentRagQuery
+    from trustgraph_flow.ingest.sample_corpus import sample_questions
+
+    timeout = float(os.environ.get("TG_BENCH_LLM_TIMEOUT", "600")) * 4
+    out: dict[str, list[int]] = {"DocumentRAG": [], "agent": []}
+    questions = sample_questions()
+    documents = [q.question for q in questions if q.kind == "document"][: 1 if quick else None]
+    print(f"  DocumentRAG: {len(documents)} question(s) ...", flush=True)
+    client = await conn.client("document-rag")
+    for q in documents:
+        answer = await stream_request(client, DocumentRagQuery(query=q, user=user, collection=collection,
+                                                               streaming=True), timeout=timeout)
+        out["DocumentRAG"].append(sum(int(t.o.value) for t in answer.explain_triples(ns.TG_IN_TOKEN)))
+    agents = [q.question for q in questions if q.kind == "agent"][: 1 if quick else None]
+    print(f"  agent: {len(agents)} question(s) ...", flush=True)
+    client = await conn.client("agent")
+    for q in agents:
+        answer = await stream_request(client, AgentRequest(question=q, user=user, collection=collection,
+                                                           session_id=f"bench-{uuid.uuid4().hex[:12]}"),
+                                      timeout=timeout)
+        out["agent"].append(sum(int(t.o.value) for t in answer.explain_triples(ns.TG_IN_TOKEN)))
+    return out
 
 
 def figures(outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]]) -> Results:

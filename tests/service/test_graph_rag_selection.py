@@ -171,3 +171,26 @@ async def test_reasonings_that_say_nothing_are_flagged_and_their_edges_kept(depl
     assert len(synthesised[0]["knowledge"]) == 3  # the edges stay selected and reach the synthesis
     report = validate_trace(stored)
     assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_a_negative_budget_is_refused_before_anything_is_stored(deployment, llm_server, llm_settings):
+    from trustgraph_cli.connection import Connection
+
+    llm_server.set_script(lambda template_id, terms, messages: "")
+    llm_server.clear_log()
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        async with Connection.attach(stack, timeout=60) as conn:
+            client = await conn.client("graph-rag")
+            msgs = [m async for m in client.stream(GraphRagQuery(
+                query="A question nobody else asks about budgets?", user=deployment.user,
+                collection=deployment.collection, selection_token_budget=-1))]
+        await stack.wait_idle()
+        store = next(s for s in stack.stores if hasattr(s, "list_traces"))
+        listed = store.list_traces(deployment.user, deployment.collection, "graphrag", 1000, "")
+    finally:
+        await stack.stop()
+    assert len(msgs) == 1 and msgs[0].error is not None and msgs[0].end_of_session
+    assert "selection_token_budget must be >= 0" in msgs[0].error.message
+    assert not [t for t in listed.traces if t.question == "A question nobody else asks about budgets?"]
+    assert not llm_server.chat_requests()

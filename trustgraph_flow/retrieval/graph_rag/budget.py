@@ -12,7 +12,11 @@ sent.  At least one edge is sent whatever the budget, so a tiny budget never tur
 Tokens are estimated, not counted by a tokenizer: :func:`estimate_tokens` is one token per
 :data:`BYTES_PER_TOKEN` UTF-8 bytes, rounded up, which over-counts for the BPE tokenizers of
 common models on this prompt (hex ids, brackets and JSON), so a prompt within the budget by the
-estimate is within it for the model too.  A budget of 0 sends every candidate.
+estimate is within it for the model too.  llama.cpp's Python server has a tokenize endpoint
+(``/extras/tokenize/count``), but in llama-cpp-python 0.3.36 it takes the same model lock as a
+completion: it waits for another query's generation, and with the server's default
+``interrupt_requests`` its arrival ends that query's streamed answer early.  So the estimate, which
+costs no request and downloads no vocabulary, is what is used.  A budget of 0 sends every candidate.
 """
 
 from __future__ import annotations
