@@ -10,9 +10,10 @@ sent.  At least one edge is sent whatever the budget, so a tiny budget never tur
 "nothing explored".
 
 Tokens are estimated, not counted by a tokenizer: :func:`estimate_tokens` is one token per
-:data:`BYTES_PER_TOKEN` UTF-8 bytes, rounded up, which over-counts for the BPE tokenizers of
-common models on this prompt (hex ids, brackets and JSON), so a prompt within the budget by the
-estimate is within it for the model too.  llama.cpp's Python server has a tokenize endpoint
+:data:`BYTES_PER_TOKEN` UTF-8 bytes, rounded up.  This prompt (hex ids, brackets, JSON) tokenizes
+densely: a 150-candidate prompt is estimated at about 10,900 tokens, and Qwen2.5's tokenizer counted
+about 10,700 for it (one measurement, docs/trace-model.md), so the estimate errs on the side of a
+smaller prompt.  llama.cpp's Python server has a tokenize endpoint
 (``/extras/tokenize/count``), but in llama-cpp-python 0.3.36 it takes the same model lock as a
 completion: it waits for another query's generation, and with the server's default
 ``interrupt_requests`` its arrival ends that query's streamed answer early.  So the estimate, which
