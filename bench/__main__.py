@@ -135,6 +135,9 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "removal": (_ours("removal"), "removing one document of 1,000; cost by document and collection size"),
     "document-rag": (_ours("document_rag"), "DocumentRAG latency, explainability on/off (issue 9)"),
     "agent": (_ours("agent"), "agent provenance cost per iteration (issue 9)"),
+    "selection-quality": (_ours("selection_quality"), "edge-selection precision/recall on a labelled set, answer "
+                                                       "correctness, prompt tokens per GraphRAG query, budget vs none "
+                                                       "(issue 33)"),
     "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; graph-rag anchors "
                                       "(issue 8)"),
     "otel": (_ours("otel"), "OpenTelemetry tracing: GraphRAG latency on / off / not installed, interleaved"),

@@ -102,7 +102,9 @@ class ExplainPrinter:
                 out(f"    Retrieved {chunks} chunk(s)")
                 await self._chunks(idx, uri)
             else:
-                out(f"    Retrieved {idx.integer(uri, ns.TG_EDGE_COUNT) or 0} edge(s)")
+                out("    " + exploration_summary(idx.integer(uri, ns.TG_EDGE_COUNT) or 0,
+                                                idx.integer(uri, ns.TG_SENT_EDGE_COUNT),
+                                                idx.integer(uri, ns.TG_SELECTION_TOKEN_BUDGET)))
             out()
         elif ns.TG_FOCUS in types:
             await self._focus(idx, uri, edge_sources)
@@ -166,6 +168,9 @@ class ExplainPrinter:
             t = edge.triple
             out(f"      Edge: ({term_label(t.s, labels)}, {term_label(t.p, labels)}, {term_label(t.o, labels)})")
             out(f"        Reason: {idx.text(sel, ns.TG_REASONING) or ''}")
+            unusable = idx.text(sel, ns.TG_REASONING_UNUSABLE)
+            if unusable:
+                out(f"        Reason unusable: {unusable}")
             concept, score = idx.text(sel, ns.TG_CONCEPT), idx.text(sel, ns.TG_SCORE)
             if concept or score:
                 out(f"        Concept: {concept or '-'}  Score: {score or '-'}")
@@ -174,6 +179,9 @@ class ExplainPrinter:
         dropped = idx.integer(uri, ns.TG_DROPPED_COUNT)
         if dropped:
             out(f"    Skipped {dropped} unusable line(s) of the selection output")
+        unusable_count = idx.integer(uri, ns.TG_UNUSABLE_REASONING_COUNT)
+        if unusable_count:
+            out(f"    {unusable_count} reasoning(s) unusable (they say nothing of their edge); the edges stay selected")
         out()
 
     async def _chunks(self, idx, uri: str) -> None:
@@ -200,6 +208,14 @@ def _usage_log(show_usage: bool):
     return UsageLog() if show_usage else None
 
 
+def exploration_summary(edge_count: int, sent: int | None, budget: int | None) -> str:
+    """The Exploration line: edges retrieved and, when the trace records it, how many the selector was shown."""
+    text = f"Retrieved {edge_count} edge(s)"
+    if sent is None:
+        return text
+    return text + f", {sent} sent to the model ({f'budget {budget} tokens' if budget else 'no token budget'})"
+
+
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -214,12 +230,16 @@ def _short(text: str, n: int) -> str:
 @click.option("-s", "--max-subgraph-size", type=click.IntRange(1, 100000), default=150, show_default=True)
 @click.option("-p", "--max-path-length", type=click.IntRange(1, 5), default=2, show_default=True)
 @click.option("--edge-limit", type=click.IntRange(1, 1000), default=25, show_default=True)
+@click.option("--selection-token-budget", type=click.IntRange(0, None), default=None,
+              envvar="TG_SELECTION_TOKEN_BUDGET",
+              help="most tokens of the edge-selection prompt: the best-ranked candidate edges that fit are sent to "
+                   "the model; 0 = every candidate  [env TG_SELECTION_TOKEN_BUDGET; default: the service's, 3000]")
 @click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
 @llm_options
 @connection_options
 @run_async
 async def graph_rag(question, explainable, no_streaming, entity_limit, triple_limit, max_subgraph_size,
-                    max_path_length, edge_limit, show_usage, user, collection, target):
+                    max_path_length, edge_limit, selection_token_budget, show_usage, user, collection, target):
     """Ask the knowledge graph; with -x, show why: explored edges, selected edges with reasons, sources."""
     from trustgraph_base.schema import GraphRagQuery
 
@@ -229,7 +249,8 @@ async def graph_rag(question, explainable, no_streaming, entity_limit, triple_li
         printer = ExplainPrinter(conn, user, collection)
         req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
                             triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
-                            max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming)
+                            max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming,
+                            selection_token_budget=selection_token_budget)
         await stream_rag(conn, "graph-rag", req, printer, explainable, _usage_log(show_usage))
 
 

@@ -83,7 +83,8 @@ class TextCompletionService(Processor):
                         out_token=chunk.out_token or 0, model=chunk.model or ""))
             else:
                 c = await self.llm.complete(req.system, req.prompt, temperature=req.temperature,
-                                            max_tokens=req.max_tokens or None)
+                                            max_tokens=req.max_tokens or None,
+                                            response_format=_response_format(req.response_format))
                 await ctx.respond(TextCompletionResponse(response=c.text, in_token=c.in_token, out_token=c.out_token,
                                                          model=c.model, end_of_stream=True))
         except LlmError as e:
@@ -111,6 +112,22 @@ class TextCompletionService(Processor):
         return {"base_url": args.base_url, "api_key": args.api_key, "model": args.model,
                 "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
                 "max_retries": args.max_retries}
+
+
+def _response_format(text: str) -> dict | None:
+    """A request's ``response_format`` (JSON text; "" for none).
+
+    :raises ValueError: not a JSON object.
+    """
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"response_format is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"response_format must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 class EmbeddingsService(Processor):
@@ -162,11 +179,12 @@ class BusCompletion:
         self.p = processor
         self.model = model
 
-    async def complete(self, system: str, prompt: str, **_: Any):
+    async def complete(self, system: str, prompt: str, *, response_format: dict | None = None, **_: Any):
         from .text_completion import Completion
 
+        fmt = json.dumps(response_format, ensure_ascii=False) if response_format is not None else ""
         resp = raise_on_error("text-completion", await self.p.client("text-completion").request(
-            TextCompletionRequest(system=system, prompt=prompt)))
+            TextCompletionRequest(system=system, prompt=prompt, response_format=fmt)))
         return Completion(resp.response, resp.in_token, resp.out_token, resp.model)
 
     async def stream(self, system: str, prompt: str, **_: Any) -> AsyncIterator[Any]:

@@ -13,8 +13,13 @@ Answers come from one of two modes:
   code path runs with deterministic answers;
 * ``scripted``: replies given by the test, in order, per template id, or by a callable.
 
-Tests inject faults (latency, HTTP errors, hangs, slow generation, malformed output) and read
-the request log to assert what the client actually sent. Chat answers share one generation
+A ``response_format`` whose JSON schema has an ``edges`` property (the kg-edge-selection schema, in
+OpenAI's ``json_schema`` shape or llama.cpp's ``json_object`` + ``schema`` shape) is honoured in
+extractive mode by answering ``{"edges": [...]}``; :meth:`LocalOpenAIServer.reject_response_format`
+makes the server refuse any ``response_format`` with HTTP 400, to test the fallback.
+
+Tests inject faults (latency, HTTP errors, hangs, slow generation, cut streams, malformed output) and
+read the request log to assert what the client actually sent. Chat answers share one generation
 slot, as a llama.cpp server with one slot does: a slow generation (``slow_next``) holds it, so
 later requests wait behind it, until it ends or its client disconnects, which the server
 notices and records (``disconnects``). "Tokens" in usage are whitespace-separated
@@ -111,6 +116,20 @@ def _error_type(status: int) -> tuple[str, str | None]:
     return "invalid_request_error", None
 
 
+def _schema_of(response_format: Any) -> dict | None:
+    """The JSON schema a ``response_format`` asks for: OpenAI's ``json_schema`` shape or llama.cpp's
+    ``json_object`` with a ``schema`` (None: no schema)."""
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+    elif response_format.get("type") == "json_object":
+        schema = response_format.get("schema")
+    else:
+        return None
+    return schema if isinstance(schema, dict) else None
+
+
 def _word_count(text: str) -> int:
     return len(text.split())
 
@@ -133,6 +152,7 @@ class _State:
     api_key: str | None
     prompter: Any
     embedder: Any
+    reject_response_format: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     faults: list[Fault] = field(default_factory=list)
@@ -241,6 +261,14 @@ class LocalOpenAIServer:
         :param text: replacement answer.
         """
         self._add(count, Fault("malformed", CHAT, text=text))
+
+    def reject_response_format(self, reject: bool = True) -> None:
+        """Answer every chat request that carries ``response_format`` with HTTP 400 naming it (as servers that do
+        not support structured output do), or stop doing so.
+
+        :param reject: True to reject, False to honour it again.
+        """
+        self._state.reject_response_format = reject
 
     def set_latency(self, latency_ms: float) -> None:
         """Delay every chat and embeddings answer by ``latency_ms`` milliseconds."""
@@ -461,6 +489,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._check_auth()
         if not isinstance(messages, list) or not messages:
             raise _HttpError(400, "'messages' must be a non-empty list")
+        response_format = body.get("response_format") or {}
+        if response_format and self.state.reject_response_format:
+            raise _HttpError(400, "Unsupported parameter: 'response_format' is not supported by this server "
+                                  "(the test server was told to reject it)")
         fault = self._apply_delay_and_faults(CHAT)
         cut = fault is not None and fault.kind == "cut"
         if cut:
@@ -468,8 +500,11 @@ class _Handler(BaseHTTPRequestHandler):
         content, objects = self._answer(template_id, terms, messages)
         if fault is not None:
             content = fault.text if fault.text is not None else MALFORMED_WRAPPER.format(content=content)
-        response_format = body.get("response_format") or {}
-        if isinstance(response_format, dict) and response_format.get("type") == "json_object" and fault is None:
+        schema = _schema_of(response_format)
+        if schema is not None and objects is not None and fault is None \
+                and "edges" in (schema.get("properties") or {}):
+            content = json.dumps({"edges": objects})  # the kg-edge-selection schema (model/prompts/structured.py)
+        elif isinstance(response_format, dict) and response_format.get("type") == "json_object" and fault is None:
             content = json.dumps({"objects": objects} if objects is not None else {"text": content})
         model = EXTRACTIVE_MODEL_ID if self.state.mode == "extractive" else str(body.get("model") or self.state.model)
         prompt_tokens = sum(_word_count(_message_text(m.get("content"))) for m in messages if isinstance(m, dict))

@@ -179,7 +179,8 @@ class OpenAICompletion:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _request(self, system: str, prompt: str, temperature: float | None, max_tokens: int | None) -> dict:
+    def _request(self, system: str, prompt: str, temperature: float | None, max_tokens: int | None,
+                 response_format: dict | None = None) -> dict:
         messages = []
         if system:
             messages.append({"role": "system", "content": system})
@@ -190,7 +191,10 @@ class OpenAICompletion:
         max_tokens = self.max_tokens if max_tokens is None else max_tokens
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        return {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        request = {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        if response_format is not None:  # structured output (model/prompts/structured.py)
+            request["response_format"] = response_format
+        return request
 
     def _timed_out(self) -> str:
         return f"timed out after {self.timeout:g}s ({TIMEOUT_HINT})"
@@ -281,7 +285,8 @@ class OpenAICompletion:
 
     # ------------------------------------------------------------------- API
     async def complete(
-        self, system: str, prompt: str, *, temperature: float | None = None, max_tokens: int | None = None
+        self, system: str, prompt: str, *, temperature: float | None = None, max_tokens: int | None = None,
+        response_format: dict | None = None,
     ) -> Completion:
         """Run one chat completion and return its text, usage and model.
 
@@ -289,9 +294,10 @@ class OpenAICompletion:
         :param prompt: user message.
         :param temperature: override of the default temperature.
         :param max_tokens: override of the default completion length limit.
+        :param response_format: the request's ``response_format`` (structured output), if any.
         :raises LlmError: the endpoint failed for good, or the deadline passed.
         """
-        request = self._request(system, prompt, temperature, max_tokens)
+        request = self._request(system, prompt, temperature, max_tokens, response_format)
         client = self._client()
         deadline = asyncio.get_running_loop().time() + self.timeout
 
