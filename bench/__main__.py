@@ -137,6 +137,9 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
     "agent": (_ours("agent"), "agent provenance cost per iteration (issue 9)"),
     "agent-patterns": (_ours("agent_patterns"), "supervisor vs its slowest sub-agent; provenance on/off per agent "
                                                 "pattern (issue 37)"),
+    "selection-quality": (_ours("selection_quality"), "edge-selection precision/recall on a labelled set, answer "
+                                                       "correctness, prompt tokens per GraphRAG query, budget vs none "
+                                                       "(issue 33)"),
     "graph-rag": (_ours("graph_rag"), "GraphRAG latency, first explain event, round trips, q/s; graph-rag anchors "
                                       "(issue 8)"),
     "otel": (_ours("otel"), "OpenTelemetry tracing: GraphRAG latency on / off / not installed, interleaved"),

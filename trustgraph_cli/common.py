@@ -26,6 +26,7 @@ import click
 from click.core import ParameterSource
 
 from trustgraph_base import telemetry
+from trustgraph_flow.model.llm_settings import HOP_MARGIN, LlmSettings, LlmSettingsError, reply_deadline
 
 from .terminal_text import ECHO_LIMIT, clip, is_utf8, printable, quoted
 
@@ -217,6 +218,9 @@ def connection_options(fn: Callable) -> Callable:
         if not _FLOW.match(flow or ""):
             raise CliError(f"invalid flow name {flow!r}: use 1-64 letters, digits, '_', '.' or '-'", EXIT_USAGE)
         ctx = click.get_current_context()
+        llm = kwargs.pop("llm", None)
+        if llm is not None:
+            timeout = reply_wait(timeout, ctx.get_parameter_source("timeout") is ParameterSource.COMMANDLINE, llm)
         given = {name: ctx.get_parameter_source(name) for name in ("pulsar_url", "api_url", "token", "user", "flow")}
         chosen = transport(pulsar_url or None, api_url or None, given)
         if chosen != "gateway":
@@ -246,12 +250,90 @@ def connection_options(fn: Callable) -> Callable:
                      help="embedded data directory (env TG_HOME; default ~/.trustgraph)"),
         click.option("--flow", envvar="TG_FLOW", default="default", show_default=True,
                      help="flow name the services were started with (env TG_FLOW); the gateway's by default"),
-        click.option("--timeout", default=120.0, show_default=True, type=TimeoutSeconds(),
-                     help=f"seconds to wait for each reply (0.1 to {MAX_TIMEOUT:g})"),
+        click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, type=TimeoutSeconds(),
+                     help=f"seconds to wait for each reply (0.1 to {MAX_TIMEOUT:g}); with an LLM, at least "
+                          f"--llm-timeout + {CLI_LLM_HOPS * HOP_MARGIN:g} s (docs/models.md)"),
     ]
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+#: ``--timeout`` when not given.
+DEFAULT_TIMEOUT = 120.0
+#: Bus hops between a command and an LLM call (command -> agent -> graph-rag -> prompt -> text-completion -> LLM).
+CLI_LLM_HOPS = 5
+
+
+def llm_options(fn: Callable) -> Callable:
+    """``--llm-timeout``, ``--llm-max-retries``, ``--llm-max-tokens`` (env ``TG_LLM_TIMEOUT``,
+    ``TG_LLM_MAX_RETRIES``, ``TG_LLM_MAX_TOKENS``) for a command that may run an LLM; put it above
+    :func:`connection_options`.
+
+    The settings reach the processors the command starts embedded the way a deployment's services
+    get them, as those environment variables (restored when the command ends); over Pulsar or the
+    gateway the services use their own.  The command's ``--timeout`` follows them (:func:`reply_wait`).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, llm_timeout, llm_max_retries, llm_max_tokens, **kwargs):
+        try:
+            env = LlmSettings.from_env()
+            llm = LlmSettings(timeout=env.timeout if llm_timeout is None else llm_timeout,
+                              max_retries=env.max_retries if llm_max_retries is None else llm_max_retries,
+                              max_tokens=env.max_tokens if llm_max_tokens is None else llm_max_tokens)
+        except LlmSettingsError as e:
+            raise CliError(str(e), EXIT_USAGE) from None
+        saved = {name: os.environ.get(name) for name in llm.env()}
+        os.environ.update(llm.env())
+        try:
+            return fn(*args, llm=llm, **kwargs)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    options = [
+        click.option("--llm-timeout", type=TimeoutSeconds(), default=None,
+                     help="seconds one LLM call may take, retries included (env TG_LLM_TIMEOUT; default 120; "
+                          "a slow local model needs more, docs/models.md)"),
+        click.option("--llm-max-retries", type=click.IntRange(0, 20), default=None,
+                     help="retries of a failed LLM call (env TG_LLM_MAX_RETRIES; default 3)"),
+        click.option("--llm-max-tokens", type=click.IntRange(1, 1_000_000), default=None,
+                     help="completion length limit of one LLM call (env TG_LLM_MAX_TOKENS; default 2048)"),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def reply_wait(timeout: float, given: bool, llm: LlmSettings) -> float:
+    """The seconds a command waits for each reply when an LLM may be called before it.
+
+    An LLM call may take ``llm.timeout`` plus :data:`HOP_MARGIN` per service in between
+    (:data:`CLI_LLM_HOPS`): a ``--timeout`` given shorter than that is refused (exit 2, naming both
+    settings), since the command would give up while the LLM is still within its time; one not
+    given becomes that long.  Without an LLM configured (the extractive backend) ``--timeout``
+    stands as it is.
+
+    :param timeout: the ``--timeout`` value.
+    :param given: whether ``--timeout`` was given on the command line.
+    :param llm: the command's LLM call settings.
+    """
+    from trustgraph_flow.model.llm import resolve_llm
+
+    if resolve_llm("auto") != "openai":
+        return timeout
+    needed = reply_deadline(llm.timeout, CLI_LLM_HOPS)
+    if timeout >= needed:
+        return timeout
+    if given:
+        raise CliError(f"--timeout {timeout:g} is shorter than an LLM call may take: --llm-timeout "
+                       f"{llm.timeout:g} plus {CLI_LLM_HOPS * HOP_MARGIN:g} s for the services in between; give "
+                       f"--timeout {needed:g} or more, or a smaller --llm-timeout", EXIT_USAGE)
+    return needed
 
 
 def transport(pulsar_url: str | None, api_url: str | None, given: dict[str, ParameterSource | None]) -> str:

@@ -220,6 +220,11 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
             p()
             p("--- Exploration ---")
             p(f"Retrieved {exp['edge_count']} edge(s) from the knowledge graph")
+            if exp.get("sent_edge_count") is not None:
+                budget = exp.get("selection_token_budget")
+                p(f"{exp['sent_edge_count']} sent to the model "
+                  f"({f'budget {budget} tokens' if budget else 'no token budget'}; "
+                  f"prompt about {exp.get('selection_prompt_tokens')} tokens)")
             if exp["seed_entities"]:
                 p("Seed entities: " + ", ".join(s["label"] for s in exp["seed_entities"][:20])
                   + (" …" if len(exp["seed_entities"]) > 20 else ""))
@@ -233,6 +238,8 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
                 lab = e["labels"] or {"s": "?", "p": "?", "o": "?"}
                 p(f"  {i}. ({lab['s']}, {lab['p']}, {lab['o']})")
                 p(f"     Reason: {e['reasoning']}")
+                if e.get("reasoning_unusable"):
+                    p(f"     Reason unusable: {e['reasoning_unusable']}")
                 if e.get("concept") or e.get("score") is not None:
                     score = f"{e['score']:.4f}" if e.get("score") is not None else "-"
                     p(f"     Concept: {e.get('concept') or '-'}  Score: {score}")
@@ -243,6 +250,9 @@ def render_text(trace: dict, show_provenance: bool, max_answer: int, indent: str
                         p(f"     Source: {chain_text(chain) if chain else '(no extraction provenance found)'}")
             if focus["dropped"]:
                 p(f"Skipped {focus['dropped']} unusable line(s) of the selection output")
+            if focus.get("unusable_reasoning"):
+                p(f"{focus['unusable_reasoning']} reasoning(s) unusable (they say nothing of their edge); "
+                  "the edges stay selected")
         if syn:
             p()
             p("--- Synthesis ---")

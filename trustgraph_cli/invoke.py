@@ -49,6 +49,7 @@ from .common import (
     connection_options,
     end_line,
     err_line,
+    llm_options,
     out,
     out_text,
     quiet_logging,
@@ -106,7 +107,9 @@ class ExplainPrinter:
                 out(f"    Retrieved {chunks} chunk(s)")
                 await self._chunks(idx, uri)
             else:
-                out(f"    Retrieved {idx.integer(uri, ns.TG_EDGE_COUNT) or 0} edge(s)")
+                out("    " + exploration_summary(idx.integer(uri, ns.TG_EDGE_COUNT) or 0,
+                                                idx.integer(uri, ns.TG_SENT_EDGE_COUNT),
+                                                idx.integer(uri, ns.TG_SELECTION_TOKEN_BUDGET)))
             out()
         elif ns.TG_FOCUS in types:
             await self._focus(idx, uri, edge_sources)
@@ -203,6 +206,9 @@ class ExplainPrinter:
             t = edge.triple
             out(f"      Edge: ({term_label(t.s, labels)}, {term_label(t.p, labels)}, {term_label(t.o, labels)})")
             out(f"        Reason: {idx.text(sel, ns.TG_REASONING) or ''}")
+            unusable = idx.text(sel, ns.TG_REASONING_UNUSABLE)
+            if unusable:
+                out(f"        Reason unusable: {unusable}")
             concept, score = idx.text(sel, ns.TG_CONCEPT), idx.text(sel, ns.TG_SCORE)
             if concept or score:
                 out(f"        Concept: {concept or '-'}  Score: {score or '-'}")
@@ -211,6 +217,9 @@ class ExplainPrinter:
         dropped = idx.integer(uri, ns.TG_DROPPED_COUNT)
         if dropped:
             out(f"    Skipped {dropped} unusable line(s) of the selection output")
+        unusable_count = idx.integer(uri, ns.TG_UNUSABLE_REASONING_COUNT)
+        if unusable_count:
+            out(f"    {unusable_count} reasoning(s) unusable (they say nothing of their edge); the edges stay selected")
         out()
 
     async def _chunks(self, idx, uri: str) -> None:
@@ -238,6 +247,24 @@ def _pattern_node_types() -> frozenset[str]:
 _PATTERN_NODES = _pattern_node_types()
 
 
+SHOW_USAGE_HELP = ("print on stderr the model, prompt and completion tokens of every LLM call, as the trace "
+                   "records them, and the totals")
+
+
+def _usage_log(show_usage: bool):
+    from .usage import UsageLog
+
+    return UsageLog() if show_usage else None
+
+
+def exploration_summary(edge_count: int, sent: int | None, budget: int | None) -> str:
+    """The Exploration line: edges retrieved and, when the trace records it, how many the selector was shown."""
+    text = f"Retrieved {edge_count} edge(s)"
+    if sent is None:
+        return text
+    return text + f", {sent} sent to the model ({f'budget {budget} tokens' if budget else 'no token budget'})"
+
+
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -252,10 +279,16 @@ def _short(text: str, n: int) -> str:
 @click.option("-s", "--max-subgraph-size", type=click.IntRange(1, 100000), default=150, show_default=True)
 @click.option("-p", "--max-path-length", type=click.IntRange(1, 5), default=2, show_default=True)
 @click.option("--edge-limit", type=click.IntRange(1, 1000), default=25, show_default=True)
+@click.option("--selection-token-budget", type=click.IntRange(0, None), default=None,
+              envvar="TG_SELECTION_TOKEN_BUDGET",
+              help="most tokens of the edge-selection prompt: the best-ranked candidate edges that fit are sent to "
+                   "the model; 0 = every candidate  [env TG_SELECTION_TOKEN_BUDGET; default: the service's, 3000]")
+@click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
+@llm_options
 @connection_options
 @run_async
 async def graph_rag(question, explainable, no_streaming, entity_limit, triple_limit, max_subgraph_size,
-                    max_path_length, edge_limit, user, collection, target):
+                    max_path_length, edge_limit, selection_token_budget, show_usage, user, collection, target):
     """Ask the knowledge graph; with -x, show why: explored edges, selected edges with reasons, sources."""
     from trustgraph_base.schema import GraphRagQuery
 
@@ -265,12 +298,14 @@ async def graph_rag(question, explainable, no_streaming, entity_limit, triple_li
         printer = ExplainPrinter(conn, user, collection)
         req = GraphRagQuery(query=question, user=user, collection=collection, entity_limit=entity_limit,
                             triple_limit=triple_limit, max_subgraph_size=max_subgraph_size,
-                            max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming)
-        await stream_rag(conn, "graph-rag", req, printer, explainable)
+                            max_path_length=max_path_length, edge_limit=edge_limit, streaming=not no_streaming,
+                            selection_token_budget=selection_token_budget)
+        await stream_rag(conn, "graph-rag", req, printer, explainable, _usage_log(show_usage))
 
 
-async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool) -> None:
-    """Send a GraphRAG or DocumentRAG query, print its answer as it streams (and its explain events, if asked)."""
+async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainable: bool, usage=None) -> None:
+    """Send a GraphRAG or DocumentRAG query, print its answer as it streams (and its explain events, if asked);
+    with a :class:`~trustgraph_cli.usage.UsageLog` as ``usage``, print its LLM calls on stderr at the end."""
     from trustgraph_base.provenance.uris import final_stage_uris
 
     client = await conn.client(service)
@@ -282,6 +317,8 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
         if msg.message_type == "explain":
             if not question_uri:
                 question_uri = msg.explain_id
+            if usage is not None:
+                usage.event(msg.explain_id, msg.explain_triples)
             if explainable:
                 await printer.event(msg.explain_id, msg.explain_triples, getattr(msg, "edge_sources", ()))
         elif msg.response:
@@ -291,6 +328,8 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
             wrote_answer = True
     if wrote_answer:
         end_line()
+    if usage is not None:
+        usage.print()
 
 
 @click.command("tg-invoke-document-rag", cls=TgCommand)
@@ -298,9 +337,11 @@ async def stream_rag(conn, service: str, req, printer: ExplainPrinter, explainab
 @click.option("-x", "--explainable", is_flag=True, help="print explain events as they arrive")
 @click.option("--no-streaming", is_flag=True)
 @click.option("-d", "--doc-limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
+@llm_options
 @connection_options
 @run_async
-async def document_rag(question, explainable, no_streaming, doc_limit, user, collection, target):
+async def document_rag(question, explainable, no_streaming, doc_limit, show_usage, user, collection, target):
     """Ask the documents; with -x, show which chunks (and pages, documents) the answer used."""
     from trustgraph_base.schema import DocumentRagQuery
 
@@ -310,7 +351,7 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
         printer = ExplainPrinter(conn, user, collection)
         req = DocumentRagQuery(query=question, user=user, collection=collection, doc_limit=doc_limit,
                                streaming=not no_streaming)
-        await stream_rag(conn, "document-rag", req, printer, explainable)
+        await stream_rag(conn, "document-rag", req, printer, explainable, _usage_log(show_usage))
 
 
 @click.command("tg-invoke-agent", cls=TgCommand)
@@ -323,16 +364,20 @@ async def document_rag(question, explainable, no_streaming, doc_limit, user, col
 @click.option("--max-iterations", type=click.IntRange(1, 50), default=None)
 @click.option("-p", "--pattern", type=click.Choice(["react", "plan-then-execute", "supervisor"]), default=None,
               help="how the agent works (default: its router chooses, and the trace records why)")
+@click.option("--show-usage", is_flag=True, help=SHOW_USAGE_HELP)
+@llm_options
 @connection_options
 @run_async
-async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, pattern, user,
-                collection, target):
+async def agent(question, explainable, verbose, session_id, no_trace, group, max_iterations, pattern, show_usage,
+                user, collection, target):
     """Ask the agent (react, plan-then-execute or supervisor); its trace (and linked sub-traces) is recorded by
     default."""
     from trustgraph_base.provenance.uris import check_session_id
     from trustgraph_base.schema import AgentRequest
 
     check_names(user, collection)
+    if show_usage and no_trace:
+        raise CliError("--show-usage reads the LLM calls from the trace: leave out --no-trace", EXIT_USAGE)
     sid = "" if no_trace else (session_id or str(uuid.uuid4()))
     if sid:
         try:
@@ -346,10 +391,13 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
         req = AgentRequest(question=question, user=user, collection=collection, session_id=sid,
                            group=list(group), max_iterations=max_iterations or 0, pattern=pattern or "")
         answer_written = False
+        usage = _usage_log(show_usage)
         async for msg in client.stream(req):
             if msg.message_type == "error" or msg.error is not None:
                 raise CliError(f"agent: {msg.error.message if msg.error else msg.content}", EXIT_FAILED)
             if msg.message_type == "explain":
+                if usage is not None:
+                    usage.event(msg.explain_id, msg.explain_triples)
                 if explainable:
                     await printer.event(msg.explain_id, msg.explain_triples)
             elif msg.message_type in ("thought", "observation"):
@@ -366,3 +414,6 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
                 answer_written = True
         if not answer_written:
             raise CliError("the agent finished without an answer", EXIT_FAILED)
+        if usage is not None:
+            await usage.add_sub_traces(conn, user, collection)
+            usage.print()

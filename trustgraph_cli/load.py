@@ -29,6 +29,7 @@ from .common import (
     err_line,
     error_line,
     exit_code_for,
+    llm_options,
     out,
     quiet_logging,
     run_async,
@@ -480,6 +481,7 @@ def _report_failures(failures: list[tuple[int, CliError]]) -> None:
                                            "text, markdown, pdf, html, csv, tsv, docx, pptx, xlsx, epub")
 @click.option("--encoding", default=None, help="text encoding of text files (default: UTF-8, else detected)")
 @click.option("--id", "doc_id", default=None, help="document IRI (default: derived from the content); one file only")
+@llm_options
 @connection_options
 @run_async
 async def load_document(files, title, kind, encoding, doc_id, user, collection, target):
@@ -649,6 +651,7 @@ async def _next_or_fail(feed: ProgressFeed, wait: float, timeout: float, name: s
 @click.command("tg-quickstart", cls=TgCommand)
 @click.option("-q", "--query", "question", default=None, help="question (default: the sample question)")
 @click.option("--reload", is_flag=True, help="load the sample corpus again even if it is loaded")
+@llm_options
 @connection_options
 @run_async
 async def quickstart(question, reload, user, collection, target):

@@ -51,8 +51,11 @@ STORES: dict[str, tuple[str, dict[str, str]]] = {
 #: The flow (work) queues (their messages: ``trustgraph_flow.common.services.FLOWS``).
 FLOW_NAMES = ("triples-store", "document-load", "text-pages", "chunks", "entity-contexts", "answer-store")
 
-#: The LLM endpoint's settings (``trustgraph_flow.model.llm``, ``text-completion``).
-LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL")
+#: The settings of every LLM call (``trustgraph_flow.model.llm_settings``); the timeout also sets the reply
+#: deadlines of every client of a service that calls the LLM.
+LLM_CALL_ENV = ("TG_LLM_TIMEOUT", "TG_LLM_MAX_RETRIES", "TG_LLM_MAX_TOKENS")
+#: The LLM endpoint's settings (``trustgraph_flow.model.llm``, ``text-completion``) and the call settings.
+LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", *LLM_CALL_ENV)
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,10 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
                    env=LLM_ENV),
     ProcessorEntry("graph-rag", _F + "retrieval.graph_rag.service:GraphRagService",
                    serves=("graph-rag",), calls=("embeddings", "graph-embeddings", "triples", "prompt"),
-                   feeds=("triples-store", "answer-store")),
+                   feeds=("triples-store", "answer-store"), env=("TG_LLM_TIMEOUT",)),
     ProcessorEntry("document-rag", _F + "retrieval.document_rag.service:DocumentRagService",
                    serves=("document-rag",), calls=("embeddings", "document-embeddings", "prompt", "librarian"),
-                   feeds=("triples-store", "answer-store")),
+                   feeds=("triples-store", "answer-store"), env=("TG_LLM_TIMEOUT",)),
     ProcessorEntry("agent-manager-react", _F + "agent.react.service:AgentService",
                    serves=("agent",),
                    calls=("prompt", "trace-claim", "graph-rag", "document-rag", "text-completion", "agent"),
@@ -141,7 +144,7 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
     ProcessorEntry("api-gateway", _F + "gateway.service:ApiGateway",
                    calls=("graph-rag", "document-rag", "agent", "triples", "librarian", "trace-list", "trace-admin"),
                    feeds=("triples-store", "entity-contexts"),
-                   env=("TG_GATEWAY_HOST", "TG_GATEWAY_TOKEN"), profile="gateway", embedded=False),
+                   env=("TG_GATEWAY_HOST", "TG_GATEWAY_TOKEN", "TG_LLM_TIMEOUT"), profile="gateway", embedded=False),
 ]}
 
 

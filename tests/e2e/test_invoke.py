@@ -31,8 +31,11 @@ def test_graph_rag_explain_blocks_equal_the_stored_trace(asked):
     assert exploration.uri == f"urn:trustgraph:prov:exploration:{session.group(1)}"
     assert focus.uri == f"urn:trustgraph:prov:focus:{session.group(1)}"
     assert synthesis.uri == f"urn:trustgraph:prov:synthesis:{session.group(1)}"
-    edge_count = int(re.fullmatch(r"Retrieved (\d+) edge\(s\)", exploration.lines[0].strip()).group(1))
-    assert edge_count > 0
+    counts = re.fullmatch(r"Retrieved (\d+) edge\(s\), (\d+) sent to the model \(budget 3000 tokens\)",
+                          exploration.lines[0].strip())
+    assert counts, exploration.lines
+    edge_count, sent = int(counts.group(1)), int(counts.group(2))
+    assert 0 < sent <= edge_count
     printed = focus_edges(focus)
     assert focus.lines[0].strip() == f"Selected {len(printed)} edge(s)"
     assert printed, asked.graph_rag.stdout
@@ -51,6 +54,8 @@ def test_graph_rag_explain_blocks_equal_the_stored_trace(asked):
     assert 0 < len(stored["grounding"]["concepts"]) <= len(stored["exploration"]["seed_entities"])
     assert stored["exploration"]["uri"] == exploration.uri
     assert stored["exploration"]["edge_count"] == edge_count
+    assert (stored["exploration"]["sent_edge_count"], stored["exploration"]["selection_token_budget"]) == (sent, 3000)
+    assert 0 < stored["exploration"]["selection_prompt_tokens"] <= 3000
     assert stored["focus"]["uri"] == focus.uri
     edges = stored["focus"]["selected_edges"]
     assert [tuple(e["labels"][k] for k in "spo") for e in edges] == [e.labels for e in printed]

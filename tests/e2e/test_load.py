@@ -158,7 +158,8 @@ def test_load_turtle_makes_the_graph_answerable(deployment, tmp_path):
     r = d.ok("tg-invoke-graph-rag", "-x", "-C", collection, "-q", "Who wrote the first program for the engine?")
     blocks, answer = parse_explain(r.stdout)
     exploration = next(b for b in blocks if b.stage == "exploration")
-    assert exploration.lines[0].strip() == "Retrieved 1 edge(s)"  # re-loading added nothing
+    # re-loading added nothing; the one edge fits the selection prompt's default token budget
+    assert exploration.lines[0].strip() == "Retrieved 1 edge(s), 1 sent to the model (budget 3000 tokens)"
     edges = focus_edges(next(b for b in blocks if b.stage == "focus"))
     assert [e.labels for e in edges] == [("Ada Lovelace", "wrote the first program for", "Analytical Engine")]
     assert edges[0].sources == ["(no extraction provenance found)"]

@@ -7,10 +7,12 @@ agent) and returns a plain ``dict`` — the documented JSON of ``tg-show-explain
 - common: ``type`` (``graphrag`` | ``docrag`` | ``agent``), ``uri``, ``question``, ``time``,
   ``parent`` (the Analysis a sub-trace was asked from, or null), ``error`` (``{uri, stage,
   message}`` or null).
-- graphrag: ``grounding {uri, concepts[]}``, ``exploration {uri, edge_count, seed_entities[{uri, label}]}``,
-  ``focus {uri, dropped, usage, selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, score,
-  concept, sources[[{uri, type, label}]], source_removed}]}``, ``synthesis {uri, document, answer, model,
-  usage}``.
+- graphrag: ``grounding {uri, concepts[]}``, ``exploration {uri, edge_count, sent_edge_count,
+  selection_token_budget, selection_prompt_tokens, seed_entities[{uri, label}]}`` (the three about the edge
+  selector's input are null in traces that do not record them), ``focus {uri, dropped, unusable_reasoning, usage,
+  selected_edges[{uri, edge {s, p, o}, labels {s, p, o}, reasoning, reasoning_unusable, score, concept,
+  sources[[{uri, type, label}]], source_removed}]}`` (``reasoning_unusable``: why the reasoning says nothing of
+  its edge, or ``""``), ``synthesis {uri, document, answer, model, usage}``.
 - docrag: ``grounding {uri, concepts[]}``, ``exploration {uri, chunk_count, chunks[{uri, chain[{uri, type,
   label}], source_removed}]}``, ``synthesis {uri, document, answer, model, usage}``.
 - agent: ``pattern {uri, pattern, reason, usage}`` (the router's decision, or null), ``analyses[{uri, thought,
@@ -284,6 +286,9 @@ def _graphrag(index: TraceIndex, q: str, labels: Mapping[str, str], answers: Map
     if exp:
         seeds = index.props.get(exp, {}).get(ns.TG_ENTITY, [])
         out["exploration"] = {"uri": exp, "edge_count": index.integer(exp, ns.TG_EDGE_COUNT),
+                              "sent_edge_count": index.integer(exp, ns.TG_SENT_EDGE_COUNT),
+                              "selection_token_budget": index.integer(exp, ns.TG_SELECTION_TOKEN_BUDGET),
+                              "selection_prompt_tokens": index.integer(exp, ns.TG_SELECTION_PROMPT_TOKENS),
                               "seed_entities": [{"uri": s.value, "label": _label(s, labels)} for s in seeds]}
     if focus:
         selected = []
@@ -292,6 +297,7 @@ def _graphrag(index: TraceIndex, q: str, labels: Mapping[str, str], answers: Map
             edge = index.one(sel, ns.TG_EDGE)
             item: dict[str, Any] = {"uri": sel, "edge": None, "labels": None,
                                     "reasoning": index.text(sel, ns.TG_REASONING) or "",
+                                    "reasoning_unusable": index.text(sel, ns.TG_REASONING_UNUSABLE) or "",
                                     "score": _number(index, sel, ns.TG_SCORE),
                                     "concept": index.text(sel, ns.TG_CONCEPT) or "", "sources": [],
                                     "source_removed": False}
@@ -303,6 +309,7 @@ def _graphrag(index: TraceIndex, q: str, labels: Mapping[str, str], answers: Map
                 item["source_removed"] = serialize_term(edge) in removed
             selected.append(item)
         out["focus"] = {"uri": focus, "dropped": index.integer(focus, ns.TG_DROPPED_COUNT) or 0,
+                        "unusable_reasoning": index.integer(focus, ns.TG_UNUSABLE_REASONING_COUNT) or 0,
                         "usage": _usage(index, focus), "selected_edges": selected}
     if syn:
         out["synthesis"] = _synthesis(index, syn, answers)

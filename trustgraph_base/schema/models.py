@@ -14,6 +14,8 @@ class TextCompletionRequest:
     streaming: bool = False
     temperature: float | None = None
     max_tokens: int = 0
+    #: the OpenAI ``response_format`` object as JSON text ("": none), for structured output
+    response_format: str = ""
 
 
 @dataclass

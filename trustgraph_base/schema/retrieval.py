@@ -61,6 +61,8 @@ class GraphRagQuery:
     parent_uri: str = ""
     explainable: bool = True
     explain_collection: str = ""
+    #: most tokens of the edge-selection prompt; None = the service default, 0 = send every candidate
+    selection_token_budget: int | None = None
 
 
 @dataclass

@@ -66,10 +66,25 @@ class Service:
     timeout: float
     error_reply: Callable[[Error], Any]
     idempotent: bool = False
+    #: Bus hops between a client of this service and an LLM call that may come before its next reply
+    #: (0: none); such a client waits at least the LLM timeout plus a margin per hop (:meth:`deadline`).
+    llm_hops: int = 0
+
+    def deadline(self, llm_timeout: float | None = None) -> float:
+        """Seconds a client waits for each reply: :attr:`timeout`, or longer when an LLM call may take
+        longer (``llm_timeout``, default the environment's ``TG_LLM_TIMEOUT``; see
+        :func:`~trustgraph_flow.model.llm_settings.reply_deadline`)."""
+        if not self.llm_hops:
+            return self.timeout
+        from ..model.llm_settings import LlmSettings, reply_deadline
+
+        if llm_timeout is None:
+            llm_timeout = LlmSettings.from_env().timeout
+        return max(self.timeout, reply_deadline(llm_timeout, self.llm_hops))
 
     def resend_after(self, timeout: float | None = None) -> float | None:
         """Seconds a client waits for a first reply before sending again (``None``: never)."""
-        return (timeout or self.timeout) / SEND_ATTEMPTS if self.idempotent else None
+        return (timeout or self.deadline()) / SEND_ATTEMPTS if self.idempotent else None
 
 
 #: How many times a client of an idempotent service sends a request before its timeout.
@@ -91,17 +106,19 @@ SERVICES: dict[str, Service] = {s.name: s for s in [
     Service("embeddings", EmbeddingsRequest, EmbeddingsResponse, 120.0, lambda e: EmbeddingsResponse(error=e),
             idempotent=True),
     Service("text-completion", TextCompletionRequest, TextCompletionResponse, 600.0,
-            lambda e: TextCompletionResponse(error=e, end_of_stream=True)),
-    Service("prompt", PromptRequest, PromptResponse, 600.0, lambda e: PromptResponse(error=e, end_of_stream=True)),
+            lambda e: TextCompletionResponse(error=e, end_of_stream=True), llm_hops=1),
+    Service("prompt", PromptRequest, PromptResponse, 600.0, lambda e: PromptResponse(error=e, end_of_stream=True),
+            llm_hops=2),
     Service("librarian", LibrarianRequest, LibrarianResponse, 60.0,
             lambda e: LibrarianResponse(error=e, is_final=True)),
     Service("graph-rag", GraphRagQuery, GraphRagResponse, 600.0,
-            lambda e: GraphRagResponse(error=e, end_of_stream=True, end_of_session=True)),
+            lambda e: GraphRagResponse(error=e, end_of_stream=True, end_of_session=True), llm_hops=3),
     Service("document-rag", DocumentRagQuery, DocumentRagResponse, 600.0,
-            lambda e: DocumentRagResponse(error=e, end_of_stream=True, end_of_session=True)),
+            lambda e: DocumentRagResponse(error=e, end_of_stream=True, end_of_session=True), llm_hops=3),
+    # An agent's tool call is a GraphRAG or DocumentRAG query, one hop further from the LLM.
     Service("agent", AgentRequest, AgentResponse, 900.0,
             lambda e: AgentResponse(message_type="error", content=e.message, error=e, end_of_message=True,
-                                    end_of_dialog=True)),
+                                    end_of_dialog=True), llm_hops=4),
 ]}
 
 # Flow (work) queues and what they carry.
@@ -120,10 +137,11 @@ INGEST_PROGRESS = "ingest-progress"
 
 def client_spec(service: str, flow: str, *, name: str | None = None, timeout: float | None = None,
                 is_final: Callable[[Any], bool] | None = None) -> RequestResponseSpec:
-    """A typed client spec for ``service`` (named ``name``, default the service name)."""
+    """A typed client spec for ``service`` (named ``name``, default the service name); ``timeout`` defaults
+    to the service's :meth:`Service.deadline`, which follows the LLM timeout."""
     s = SERVICES[service]
     return RequestResponseSpec(name or service, service, request_queue(service, flow), response_queue(service, flow),
-                               s.request, s.response, timeout=timeout or s.timeout, is_final=is_final,
+                               s.request, s.response, timeout=timeout or s.deadline(), is_final=is_final,
                                resend_after=s.resend_after(timeout))
 
 

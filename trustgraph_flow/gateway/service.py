@@ -168,6 +168,8 @@ def run() -> None:
 
 def embedded_main(argv: Sequence[str] | None = None) -> None:
     """``tg-gateway``: the embedded stack and the gateway in one process."""
+    from trustgraph_flow.model.llm_settings import LlmSettingsError, add_llm_args, settings_from_args
+
     parser = argparse.ArgumentParser(prog="tg-gateway", description="TrustGraph's gateway protocol over the "
                                                                     "embedded stack (no Pulsar needed)")
     parser.add_argument("--home", default=os.environ.get("TG_HOME"), type=Path,
@@ -177,7 +179,12 @@ def embedded_main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--open", action="store_true",
                         help="open the trace explorer in the default browser once the gateway listens")
     add_gateway_args(parser)
+    add_llm_args(parser)
     args = parser.parse_args(argv)
+    try:  # the embedded processors read them as a deployment's services do: from the environment
+        os.environ.update(settings_from_args(args).env())
+    except LlmSettingsError as e:
+        parser.error(str(e))
     setup_logging(args.log_level)
     params = gateway_params(args)
 

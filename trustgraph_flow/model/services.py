@@ -45,23 +45,31 @@ class TextCompletionService(Processor):
     default_id = "text-completion"
 
     def __init__(self, *, base_url: str | None = None, api_key: str | None = None, model: str | None = None,
-                 temperature: float = 0.0, max_tokens: int = 2048, timeout: float = 120.0, max_retries: int = 3,
-                 **params):
+                 temperature: float = 0.0, max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, **params):
+        """Configure the endpoint; ``max_tokens``, ``timeout`` and ``max_retries`` left ``None`` come from
+        ``TG_LLM_MAX_TOKENS``, ``TG_LLM_TIMEOUT`` and ``TG_LLM_MAX_RETRIES`` (:mod:`..llm_settings`)."""
         super().__init__(**params)
+        from .llm_settings import LlmSettings, LlmSettingsError
         from .text_completion import OpenAICompletion
 
         if not (base_url or api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
             raise ConfigurationError("text-completion: no LLM endpoint configured: pass --base-url (env "
                                      "OPENAI_BASE_URL) and, if it needs one, --api-key (env OPENAI_API_KEY)")
         try:
-            self.llm = OpenAICompletion(base_url, api_key, model, temperature=temperature, max_tokens=max_tokens,
-                                        timeout=timeout, max_retries=max_retries)
-        except ValueError as e:
+            env = LlmSettings.from_env()
+            self.settings = LlmSettings(timeout=env.timeout if timeout is None else timeout,
+                                        max_retries=env.max_retries if max_retries is None else max_retries,
+                                        max_tokens=env.max_tokens if max_tokens is None else max_tokens)
+            self.llm = OpenAICompletion(base_url, api_key, model, temperature=temperature,
+                                        **self.settings.completion_params())  # type: ignore[arg-type]
+        except (ValueError, LlmSettingsError) as e:
             raise ConfigurationError(f"text-completion: {e}") from None
         self.add(request_spec("text-completion", self.flow, self.on_request))
 
     async def on_start(self) -> None:
-        log.info("text-completion: endpoint %s", self.llm.endpoint)
+        log.info("text-completion: endpoint %s, timeout %gs, %d retries, max %d tokens", self.llm.endpoint,
+                 self.settings.timeout, self.settings.max_retries, self.settings.max_tokens)
 
     async def on_request(self, req: TextCompletionRequest, ctx) -> None:
         from .text_completion import LlmError
@@ -75,7 +83,8 @@ class TextCompletionService(Processor):
                         out_token=chunk.out_token or 0, model=chunk.model or ""))
             else:
                 c = await self.llm.complete(req.system, req.prompt, temperature=req.temperature,
-                                            max_tokens=req.max_tokens or None)
+                                            max_tokens=req.max_tokens or None,
+                                            response_format=_response_format(req.response_format))
                 await ctx.respond(TextCompletionResponse(response=c.text, in_token=c.in_token, out_token=c.out_token,
                                                          model=c.model, end_of_stream=True))
         except LlmError as e:
@@ -91,15 +100,34 @@ class TextCompletionService(Processor):
         parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"))
         parser.add_argument("--model", default=os.environ.get("OPENAI_MODEL"))
         parser.add_argument("--temperature", type=float, default=0.0)
-        parser.add_argument("--max-tokens", type=int, default=2048)
-        parser.add_argument("--timeout", type=float, default=120.0)
-        parser.add_argument("--max-retries", type=int, default=3)
+        parser.add_argument("--max-tokens", "--llm-max-tokens", type=int, default=None,
+                            help="completion length limit (env TG_LLM_MAX_TOKENS; default 2048)")
+        parser.add_argument("--timeout", "--llm-timeout", type=float, default=None,
+                            help="seconds per LLM call, retries included (env TG_LLM_TIMEOUT; default 120)")
+        parser.add_argument("--max-retries", "--llm-max-retries", type=int, default=None,
+                            help="retries of a failed LLM call (env TG_LLM_MAX_RETRIES; default 3)")
 
     @classmethod
     def params_from_args(cls, args: argparse.Namespace) -> dict:
         return {"base_url": args.base_url, "api_key": args.api_key, "model": args.model,
                 "temperature": args.temperature, "max_tokens": args.max_tokens, "timeout": args.timeout,
                 "max_retries": args.max_retries}
+
+
+def _response_format(text: str) -> dict | None:
+    """A request's ``response_format`` (JSON text; "" for none).
+
+    :raises ValueError: not a JSON object.
+    """
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"response_format is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"response_format must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 class EmbeddingsService(Processor):
@@ -151,11 +179,12 @@ class BusCompletion:
         self.p = processor
         self.model = model
 
-    async def complete(self, system: str, prompt: str, **_: Any):
+    async def complete(self, system: str, prompt: str, *, response_format: dict | None = None, **_: Any):
         from .text_completion import Completion
 
+        fmt = json.dumps(response_format, ensure_ascii=False) if response_format is not None else ""
         resp = raise_on_error("text-completion", await self.p.client("text-completion").request(
-            TextCompletionRequest(system=system, prompt=prompt)))
+            TextCompletionRequest(system=system, prompt=prompt, response_format=fmt)))
         return Completion(resp.response, resp.in_token, resp.out_token, resp.model)
 
     async def stream(self, system: str, prompt: str, **_: Any) -> AsyncIterator[Any]:

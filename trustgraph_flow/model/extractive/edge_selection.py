@@ -71,32 +71,33 @@ def _find_anchors(question_words: str, labels: set[str]) -> set[str]:
     return anchors
 
 
-def select_edges(
+@dataclass(frozen=True)
+class ScoredEdge:
+    """One candidate edge with the evidence the selector found for it (score 0: none)."""
+
+    id: str
+    score: float
+    reasoning: str
+    concept: str = ""
+
+
+def score_edges(
     query: str,
     edges: Sequence[Mapping[str, str]],
     entity_scores: Mapping[str, float] | None = None,
-    limit: int | None = None,
     *,
-    threshold: float = DEFAULT_THRESHOLD,
-    relative: float = DEFAULT_RELATIVE,
     embedder: Any = None,
     embed_predicates: bool = False,
-) -> list[SelectedEdge]:
-    """Select the candidate edges relevant to ``query``.
+) -> list[ScoredEdge]:
+    """Score every candidate edge for ``query``, best first, ties broken by id (edges with no evidence last).
 
     :param query: the user's question.
     :param edges: candidates ``{"id", "s", "p", "o"}`` with labels (ids are returned verbatim).
     :param entity_scores: ``{entity label: cosine to the question}`` from the entity vector search.
-    :param limit: maximum number of edges kept (default 10).
-    :param threshold: minimum absolute score.
-    :param relative: minimum score as a fraction of the best edge's score.
     :param embedder: optional Embedder, used only when ``embed_predicates`` is set.
-    :param embed_predicates: also score the cosine of each distinct predicate label to the
-        question (costs one embedding per distinct predicate; deterministic).
-    :returns: selected edges, best first, ties broken by id.
+    :param embed_predicates: also score the cosine of each distinct predicate label to the question.
     """
-    limit = DEFAULT_LIMIT if limit is None else limit
-    if not edges or limit < 1:
+    if not edges:
         return []
     scores = {str(k).casefold(): float(v) for k, v in (entity_scores or {}).items()}
 
@@ -138,7 +139,7 @@ def select_edges(
         vectors = embedder.embed([query, *predicates])
         predicate_cos = {p: cosine(vectors[0], v) for p, v in zip(predicates, vectors[1:], strict=True)}
 
-    scored: list[tuple[float, str, str, str]] = []
+    scored: list[ScoredEdge] = []
     for edge, stems in zip(edges, edge_stems, strict=True):
         parts = []
         score = 0.0
@@ -175,14 +176,44 @@ def select_edges(
         elif anchors:
             score *= OFF_ANCHOR_FACTOR
             parts.append(f"not connected to the entities named in the question (x{OFF_ANCHOR_FACTOR:g})")
-        if score > 0:
-            score = round(score, 6)
-            scored.append((score, edge["id"], "; ".join(parts) + f"; score {score:.2f}", concept))
+        score = round(max(score, 0.0), 6)
+        reasoning = "; ".join(parts) + f"; score {score:.2f}" if score > 0 else ""
+        scored.append(ScoredEdge(id=edge["id"], score=score, reasoning=reasoning, concept=concept))
+    scored.sort(key=lambda item: (-item.score, item.id))
+    return scored
 
+
+def select_edges(
+    query: str,
+    edges: Sequence[Mapping[str, str]],
+    entity_scores: Mapping[str, float] | None = None,
+    limit: int | None = None,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    relative: float = DEFAULT_RELATIVE,
+    embedder: Any = None,
+    embed_predicates: bool = False,
+) -> list[SelectedEdge]:
+    """Select the candidate edges relevant to ``query``.
+
+    :param query: the user's question.
+    :param edges: candidates ``{"id", "s", "p", "o"}`` with labels (ids are returned verbatim).
+    :param entity_scores: ``{entity label: cosine to the question}`` from the entity vector search.
+    :param limit: maximum number of edges kept (default 10).
+    :param threshold: minimum absolute score.
+    :param relative: minimum score as a fraction of the best edge's score.
+    :param embedder: optional Embedder, used only when ``embed_predicates`` is set.
+    :param embed_predicates: also score the cosine of each distinct predicate label to the
+        question (costs one embedding per distinct predicate; deterministic).
+    :returns: selected edges, best first, ties broken by id.
+    """
+    limit = DEFAULT_LIMIT if limit is None else limit
+    if not edges or limit < 1:
+        return []
+    scored = [item for item in score_edges(query, edges, entity_scores, embedder=embedder,
+                                           embed_predicates=embed_predicates) if item.score > 0]
     if not scored:
         return []
-    best = max(item[0] for item in scored)
-    floor = max(threshold, relative * best)
-    kept = sorted((item for item in scored if item[0] >= floor), key=lambda item: (-item[0], item[1]))
-    return [SelectedEdge(id=edge_id, score=score, reasoning=reason, concept=concept)
-            for score, edge_id, reason, concept in kept[:limit]]
+    floor = max(threshold, relative * scored[0].score)
+    return [SelectedEdge(id=item.id, score=item.score, reasoning=item.reasoning, concept=item.concept)
+            for item in scored if item.score >= floor][:limit]

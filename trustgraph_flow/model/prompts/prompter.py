@@ -23,6 +23,7 @@ from ..extractive.answers import compose_document_answer, compose_graph_answer
 from ..extractive.edge_selection import select_edges
 from ..extractive.react_policy import next_step
 from .jsonl import parse_jsonl
+from .structured import parse_structured, rejects_response_format, response_formats
 from .templates import JSONL, PromptError, get_template
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,24 @@ class LlmPrompter:
         """:param completion: an :class:`~trustgraph_flow.model.text_completion.OpenAICompletion`."""
         self.completion = completion
         self.model_id = completion.model
+        #: ``response_format`` shapes this prompter's endpoint rejected (:mod:`.structured`): not asked again
+        self.rejected_formats: set[str] = set()
+
+    async def _complete(self, template: Any, terms: dict, system: str, user: str) -> Any:
+        """One completion, with structured output in the first shape the endpoint has not rejected."""
+        formats = response_formats(template.id, template.schema(terms)) if template.schema else []
+        for fmt in formats:
+            if fmt["type"] in self.rejected_formats:
+                continue
+            try:
+                return await self.completion.complete(system, user, response_format=fmt)
+            except Exception as e:
+                if not rejects_response_format(e):
+                    raise
+                self.rejected_formats.add(fmt["type"])
+                log.warning("%s: the endpoint rejects response_format %r; not asked again: %s",
+                            template.id, fmt["type"], e)
+        return await self.completion.complete(system, user)
 
     async def run(self, template_id: str, terms: dict) -> PromptResult:
         """Run ``template_id`` with ``terms`` through the LLM.
@@ -95,13 +114,14 @@ class LlmPrompter:
         """
         template = get_template(template_id)
         prompt = template.render(terms)
-        completion = await self.completion.complete(prompt.system, prompt.user)
+        completion = await self._complete(template, terms, prompt.system, prompt.user)
         result = PromptResult(
             text=completion.text, in_token=completion.in_token,
             out_token=completion.out_token, model=completion.model,
         )
         if template.response_type == JSONL:
-            parsed = parse_jsonl(completion.text, template.validate)
+            parsed = parse_structured(completion.text, template.validate) or parse_jsonl(completion.text,
+                                                                                        template.validate)
             result.objects, result.dropped, result.reasons = parsed.objects, parsed.dropped, parsed.reasons
             if parsed.dropped:
                 log.warning("%s: dropped %d line(s) of the %s answer: %s",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .jsonl import Validator, require_strings
+from .structured import edge_selection_schema
 
 TEXT = "text"
 JSONL = "jsonl"
@@ -48,6 +49,8 @@ class PromptTemplate:
     render_user: Callable[[dict], str]
     validate: Validator | None = None
     closing: str = ""
+    #: the JSON schema of the answer for these terms, for endpoints that support structured output
+    schema: Callable[[dict], dict] | None = None
 
     def render(self, terms: dict) -> RenderedPrompt:
         """Check ``terms`` and render both messages.
@@ -230,7 +233,11 @@ def _render_text(terms: dict) -> str:
 
 
 # ------------------------------------------------------------------ system texts
-_EDGE_SELECTION_SYSTEM = """task: kg-edge-selection
+#: The reasoning of the edge-selection prompt's example, on a topic no bundled corpus is about: a reasoning
+#: that copies it says nothing of the edge it is given for (graph_rag.selection flags it unusable).
+EDGE_SELECTION_EXAMPLE_REASONING = "Gives the year the bridge opened, which is what the question asks."
+
+_EDGE_SELECTION_SYSTEM = ("""task: kg-edge-selection
 You select the knowledge-graph edges needed to answer a question.
 Each edge is written as (subject)-[predicate {id: "<edge id>"}]->(object).
 Rules:
@@ -241,9 +248,11 @@ Rules:
   "score" (a number from 0 to 1: how relevant the edge is) and "concept" (the entity or concept of the question
   that leads to this edge, as written in the edge or the question).
 - If no edge is relevant, output nothing.
-Example line:
-{"id": "a3f9b2c1", "reasoning": "States who discovered polonium, which the question asks about.", "score": 0.9, \
-"concept": "polonium"}"""
+Example: for the question "When did the Golden Gate Bridge open?" and the edge
+(Golden Gate Bridge)-[opened in {id: "7c1e04d2"}]->(1937), one line is:
+{"id": "7c1e04d2", "reasoning": "REASONING", "score": 0.9, "concept": "Golden Gate Bridge"}
+Write your own reasoning for each edge: say what that edge states and how it helps answer this question."""
+                          .replace("REASONING", EDGE_SELECTION_EXAMPLE_REASONING))
 
 _SYNTHESIS_SYSTEM = """task: kg-synthesis
 You answer a question from knowledge-graph statements written as (subject)-[predicate]->(object).
@@ -307,7 +316,7 @@ TEMPLATES: dict[str, PromptTemplate] = {
     for template in (
         PromptTemplate("kg-edge-selection", _EDGE_SELECTION_SYSTEM, JSONL, _check_edge_selection,
                        _render_edge_selection, _edge_selection_validator,
-                       closing="Answer with JSONL lines only."),
+                       closing="Answer with JSONL lines only.", schema=edge_selection_schema),
         PromptTemplate("kg-synthesis", _SYNTHESIS_SYSTEM, TEXT, _check_synthesis, _render_synthesis),
         PromptTemplate("document-prompt", _DOCUMENT_SYSTEM, TEXT, _check_document, _render_document),
         PromptTemplate("agent-react", _REACT_SYSTEM, TEXT, _check_react, _render_react,

@@ -13,8 +13,16 @@ Answers come from one of two modes:
   code path runs with deterministic answers;
 * ``scripted``: replies given by the test, in order, per template id, or by a callable.
 
-Tests inject faults (latency, HTTP errors, hangs, malformed output) and read the request
-log to assert what the client actually sent. "Tokens" in usage are whitespace-separated
+A ``response_format`` whose JSON schema has an ``edges`` property (the kg-edge-selection schema, in
+OpenAI's ``json_schema`` shape or llama.cpp's ``json_object`` + ``schema`` shape) is honoured in
+extractive mode by answering ``{"edges": [...]}``; :meth:`LocalOpenAIServer.reject_response_format`
+makes the server refuse any ``response_format`` with HTTP 400, to test the fallback.
+
+Tests inject faults (latency, HTTP errors, hangs, slow generation, cut streams, malformed output) and
+read the request log to assert what the client actually sent. Chat answers share one generation
+slot, as a llama.cpp server with one slot does: a slow generation (``slow_next``) holds it, so
+later requests wait behind it, until it ends or its client disconnects, which the server
+notices and records (``disconnects``). "Tokens" in usage are whitespace-separated
 word counts: there is no tokenizer behind this server.
 """
 
@@ -24,6 +32,8 @@ import base64
 import itertools
 import json
 import logging
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -61,11 +71,20 @@ class RecordedRequest:
     received_at: float
 
 
+@dataclass(frozen=True)
+class Disconnect:
+    """A slow generation whose client went away before it finished: the server stopped it."""
+
+    template_id: str | None
+    after_seconds: float  # how long it had been generating
+    at: float  # time.time() when the server noticed
+
+
 @dataclass
 class Fault:
     """A fault applied to the next matching request(s)."""
 
-    kind: str  # "status" | "hang" | "malformed"
+    kind: str  # "status" | "hang" | "slow" | "cut" | "malformed"
     endpoint: str = CHAT
     status: int = 500
     message: str = ""
@@ -97,6 +116,20 @@ def _error_type(status: int) -> tuple[str, str | None]:
     return "invalid_request_error", None
 
 
+def _schema_of(response_format: Any) -> dict | None:
+    """The JSON schema a ``response_format`` asks for: OpenAI's ``json_schema`` shape or llama.cpp's
+    ``json_object`` with a ``schema`` (None: no schema)."""
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+    elif response_format.get("type") == "json_object":
+        schema = response_format.get("schema")
+    else:
+        return None
+    return schema if isinstance(schema, dict) else None
+
+
 def _word_count(text: str) -> int:
     return len(text.split())
 
@@ -119,10 +152,14 @@ class _State:
     api_key: str | None
     prompter: Any
     embedder: Any
+    reject_response_format: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     faults: list[Fault] = field(default_factory=list)
     log: list[RecordedRequest] = field(default_factory=list)
+    disconnects: list[Disconnect] = field(default_factory=list)
+    #: The one generation slot chat answers share (a llama.cpp server with one slot).
+    slot: threading.Lock = field(default_factory=threading.Lock)
     script_position: int = 0
     template_positions: dict[str, int] = field(default_factory=dict)
     ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -158,6 +195,12 @@ class LocalOpenAIServer:
         """The template id of each chat request, in order (None when the prompt had none)."""
         return [r.template_id for r in self.chat_requests()]
 
+    @property
+    def disconnects(self) -> list[Disconnect]:
+        """The slow generations stopped because their client disconnected (a copy)."""
+        with self._state.lock:
+            return list(self._state.disconnects)
+
     def clear_log(self) -> None:
         """Forget the recorded requests."""
         with self._state.lock:
@@ -186,6 +229,26 @@ class LocalOpenAIServer:
         """
         self._add(count, Fault("hang", endpoint, seconds=seconds))
 
+    def slow_next(self, count: int = 1, seconds: float = 30.0) -> None:
+        """Let the next ``count`` chat requests generate for ``seconds`` before answering, holding the
+        server's one generation slot: other chat requests wait for it, as they do behind a busy
+        llama.cpp slot.  A generation whose client disconnects stops at once and is recorded in
+        :attr:`disconnects`; the slot is free again.
+
+        :param count: number of requests affected.
+        :param seconds: how long each one generates.
+        """
+        self._add(count, Fault("slow", CHAT, seconds=seconds))
+
+    def cut_next(self, count: int = 1) -> None:
+        """End the next ``count`` streamed chat answers after half their text with ``data: [DONE]`` and no
+        finish reason, as llama-cpp-python's server does to a stream when another request arrives (its
+        default ``interrupt_requests``).  Plain (not streamed) answers are not affected but use the fault up.
+
+        :param count: number of requests affected.
+        """
+        self._add(count, Fault("cut", CHAT))
+
     def malform_next(self, count: int = 1, text: str | None = None) -> None:
         """Corrupt the next ``count`` chat answers.
 
@@ -198,6 +261,14 @@ class LocalOpenAIServer:
         :param text: replacement answer.
         """
         self._add(count, Fault("malformed", CHAT, text=text))
+
+    def reject_response_format(self, reject: bool = True) -> None:
+        """Answer every chat request that carries ``response_format`` with HTTP 400 naming it (as servers that do
+        not support structured output do), or stop doing so.
+
+        :param reject: True to reject, False to honour it again.
+        """
+        self._state.reject_response_format = reject
 
     def set_latency(self, latency_ms: float) -> None:
         """Delay every chat and embeddings answer by ``latency_ms`` milliseconds."""
@@ -240,6 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "trustgraph-openai-testserver/1"
     timeout = 60  # idle keep-alive connections are dropped after a minute
     state: _State  # set on the per-server subclass
+    _template_id: str | None = None  # of the chat request being answered
 
     def log_message(self, format: str, *args: Any) -> None:  # signature of the base class
         log.debug("%s %s", self.address_string(), format % args)
@@ -286,11 +358,17 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _apply_delay_and_faults(self, endpoint: str) -> Fault | None:
-        """Sleep the configured latency; raise or hang for an injected fault; return a malformed one."""
+        """Sleep the configured latency; raise, hang or generate slowly for an injected fault; return a malformed
+        or cut one (the answer changes)."""
         if self.state.latency_ms:
             self.state.stopping.wait(self.state.latency_ms / 1000)
         fault = self._take_fault(endpoint)
+        if endpoint == CHAT and (fault is None or fault.kind != "slow"):
+            self._wait_for_slot()
         if fault is None:
+            return None
+        if fault.kind == "slow":
+            self._generate_slowly(fault.seconds)
             return None
         if fault.kind == "status":
             headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
@@ -299,6 +377,37 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.stopping.wait(fault.seconds)
             raise _HangUpError()
         return fault
+
+    def _wait_for_slot(self) -> None:
+        """Wait until no slow generation holds the generation slot (or the server stops)."""
+        while not self.state.slot.acquire(timeout=0.05):
+            if self.state.stopping.is_set():
+                raise _HangUpError()
+        self.state.slot.release()
+
+    def _generate_slowly(self, seconds: float) -> None:
+        """Hold the generation slot for ``seconds``; stop early, and record it, when the client disconnects."""
+        state = self.state
+        with state.slot:
+            started = time.monotonic()
+            while time.monotonic() - started < seconds:
+                if state.stopping.is_set():
+                    raise _HangUpError()
+                if self._client_gone(0.05):
+                    with state.lock:
+                        state.disconnects.append(Disconnect(self._template_id, time.monotonic() - started,
+                                                            time.time()))
+                    raise _HangUpError()
+
+    def _client_gone(self, wait: float) -> bool:
+        """Whether the client closed its end of the connection (it sends nothing while it waits for an answer)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], wait)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     # ----------------------------------------------------------------- routing
     def do_GET(self) -> None:
@@ -375,16 +484,27 @@ class _Handler(BaseHTTPRequestHandler):
         users = [_message_text(m.get("content")) for m in messages or [] if isinstance(m, dict)
                  and m.get("role") == "user"]
         template_id, terms = parse_rendered(system, users[-1] if users else "")
+        self._template_id = template_id
         self._record(body, template_id)
         self._check_auth()
         if not isinstance(messages, list) or not messages:
             raise _HttpError(400, "'messages' must be a non-empty list")
+        response_format = body.get("response_format") or {}
+        if response_format and self.state.reject_response_format:
+            raise _HttpError(400, "Unsupported parameter: 'response_format' is not supported by this server "
+                                  "(the test server was told to reject it)")
         fault = self._apply_delay_and_faults(CHAT)
+        cut = fault is not None and fault.kind == "cut"
+        if cut:
+            fault = None
         content, objects = self._answer(template_id, terms, messages)
         if fault is not None:
             content = fault.text if fault.text is not None else MALFORMED_WRAPPER.format(content=content)
-        response_format = body.get("response_format") or {}
-        if isinstance(response_format, dict) and response_format.get("type") == "json_object" and fault is None:
+        schema = _schema_of(response_format)
+        if schema is not None and objects is not None and fault is None \
+                and "edges" in (schema.get("properties") or {}):
+            content = json.dumps({"edges": objects})  # the kg-edge-selection schema (model/prompts/structured.py)
+        elif isinstance(response_format, dict) and response_format.get("type") == "json_object" and fault is None:
             content = json.dumps({"objects": objects} if objects is not None else {"text": content})
         model = EXTRACTIVE_MODEL_ID if self.state.mode == "extractive" else str(body.get("model") or self.state.model)
         prompt_tokens = sum(_word_count(_message_text(m.get("content"))) for m in messages if isinstance(m, dict))
@@ -395,7 +515,8 @@ class _Handler(BaseHTTPRequestHandler):
         fingerprint = EXTRACTIVE_MODEL_ID if self.state.mode == "extractive" else "scripted"
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(completion_id, created, model, fingerprint, content, usage if include_usage else None)
+            self._stream(completion_id, created, model, fingerprint, content, usage if include_usage else None,
+                         cut=cut)
             return
         self._send_json(200, {
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
@@ -449,7 +570,7 @@ class _Handler(BaseHTTPRequestHandler):
         raise _HttpError(500, "scripted server: the script is exhausted")
 
     def _stream(self, completion_id: str, created: int, model: str, fingerprint: str, content: str,
-                usage: dict | None) -> None:
+                usage: dict | None, cut: bool = False) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -466,11 +587,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         pieces = [content[i:i + 16] for i in range(0, len(content), 16)]
-        for piece in pieces:
+        for piece in pieces[:(len(pieces) + 1) // 2] if cut else pieces:
             event([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
-        event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-        if usage is not None:
-            event([], {"usage": usage})
+        if not cut:  # a cut stream ends at once, well formed but with no finish reason and no usage
+            event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            if usage is not None:
+                event([], {"usage": usage})
         self._chunk("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

@@ -5,7 +5,12 @@ one place: 408/409/429/5xx and connection errors are retried with exponential ba
 jitter (honouring ``Retry-After``) up to ``max_retries`` times, everything else fails at
 once, and whatever escapes is an :class:`LlmError` that names the endpoint (base URL and
 model) and the cause. ``timeout`` is the deadline of one whole call, retries included, so
-a caller knows the worst case.
+a caller knows the worst case; a timeout error names the setting to raise.
+
+A call given up on is cancelled at the server: :meth:`OpenAICompletion.complete` streams
+internally (``stream_completions``), so a timeout or a cancelled caller closes the HTTP
+connection, which is what makes servers such as llama.cpp stop generating (a server that is
+not told keeps working on the abandoned request, and later requests queue behind it).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 from trustgraph_base import telemetry
 from trustgraph_base.telemetry import genai
 from trustgraph_base.telemetry.tracing import AttributeValue
+
+from ..llm_settings import DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, TIMEOUT_HINT
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +87,14 @@ class OpenAICompletion:
         model: str | None = None,
         *,
         temperature: float = 0.0,
-        max_tokens: int = 2048,
-        timeout: float = 120.0,
-        max_retries: int = 3,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_initial: float = 0.5,
         backoff_max: float = 10.0,
         stream_usage: bool = True,
         seed: int | None = None,
+        stream_completions: bool = True,
     ) -> None:
         """Configure the endpoint; unset arguments come from the environment.
 
@@ -102,6 +110,8 @@ class OpenAICompletion:
         :param backoff_max: ceiling of one backoff delay (and of a honoured Retry-After).
         :param stream_usage: ask for a usage chunk when streaming (``stream_options.include_usage``).
         :param seed: seed of the jitter generator (tests); None = random.
+        :param stream_completions: :meth:`complete` streams internally, so that a call given up on
+            closes its connection and the server stops generating; False sends one plain request.
         """
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -125,6 +135,7 @@ class OpenAICompletion:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.stream_usage = stream_usage
+        self.stream_completions = stream_completions
         self._random = random.Random(seed)
         self._clients: dict[int, Any] = {}
 
@@ -168,7 +179,8 @@ class OpenAICompletion:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _request(self, system: str, prompt: str, temperature: float | None, max_tokens: int | None) -> dict:
+    def _request(self, system: str, prompt: str, temperature: float | None, max_tokens: int | None,
+                 response_format: dict | None = None) -> dict:
         messages = []
         if system:
             messages.append({"role": "system", "content": system})
@@ -179,7 +191,13 @@ class OpenAICompletion:
         max_tokens = self.max_tokens if max_tokens is None else max_tokens
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        return {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        request = {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        if response_format is not None:  # structured output (model/prompts/structured.py)
+            request["response_format"] = response_format
+        return request
+
+    def _timed_out(self) -> str:
+        return f"timed out after {self.timeout:g}s ({TIMEOUT_HINT})"
 
     def _classify(self, exc: BaseException) -> LlmError:
         """Turn any failure of one attempt into an LlmError with a precise reason."""
@@ -188,7 +206,7 @@ class OpenAICompletion:
         if isinstance(exc, LlmError):
             return exc
         if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
-            return LlmError(self.endpoint, f"timed out after {self.timeout:g}s", retryable=True)
+            return LlmError(self.endpoint, self._timed_out(), retryable=True)
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             retryable = status in RETRYABLE_STATUS or status >= 500
@@ -235,7 +253,7 @@ class OpenAICompletion:
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise LlmError(self.endpoint, f"timed out after {self.timeout:g}s", retryable=True)
+                raise LlmError(self.endpoint, self._timed_out(), retryable=True)
             try:
                 async with asyncio.timeout(remaining):
                     return await call(remaining)
@@ -254,7 +272,8 @@ class OpenAICompletion:
                 if loop.time() + delay >= deadline:
                     raise LlmError(
                         self.endpoint,
-                        f"{error.reason} (after {attempts} attempts; no time left to retry within {self.timeout:g}s)",
+                        f"{error.reason} (after {attempts} attempts; no time left to retry within {self.timeout:g}s; "
+                        f"{TIMEOUT_HINT})",
                         error.retryable, error.status,
                     ) from exc
                 log.warning(
@@ -266,7 +285,8 @@ class OpenAICompletion:
 
     # ------------------------------------------------------------------- API
     async def complete(
-        self, system: str, prompt: str, *, temperature: float | None = None, max_tokens: int | None = None
+        self, system: str, prompt: str, *, temperature: float | None = None, max_tokens: int | None = None,
+        response_format: dict | None = None,
     ) -> Completion:
         """Run one chat completion and return its text, usage and model.
 
@@ -274,13 +294,16 @@ class OpenAICompletion:
         :param prompt: user message.
         :param temperature: override of the default temperature.
         :param max_tokens: override of the default completion length limit.
+        :param response_format: the request's ``response_format`` (structured output), if any.
         :raises LlmError: the endpoint failed for good, or the deadline passed.
         """
-        request = self._request(system, prompt, temperature, max_tokens)
+        request = self._request(system, prompt, temperature, max_tokens, response_format)
         client = self._client()
         deadline = asyncio.get_running_loop().time() + self.timeout
 
         async def attempt(remaining: float) -> Completion:
+            if self.stream_completions:
+                return await self._streamed_completion(client, request, remaining)
             response = await client.chat.completions.create(**request, timeout=remaining)
             return self._to_completion(response)
 
@@ -289,6 +312,53 @@ class OpenAICompletion:
             genai.set_response(span, model=c.model, input_tokens=c.in_token, output_tokens=c.out_token,
                                finish_reason=c.finish_reason, output=c.text)
         return c
+
+    async def _streamed_completion(self, client: Any, request: dict, remaining: float) -> Completion:
+        """One attempt of :meth:`complete` as a stream read to its end; the stream is closed however the
+        attempt ends (timed out, cancelled, failed), so the server learns that nobody waits any more."""
+        import openai
+
+        extra = {"stream_options": {"include_usage": True}} if self.stream_usage else {}
+        try:
+            response_stream = await client.chat.completions.create(**request, stream=True, timeout=remaining,
+                                                                   **extra)
+        except openai.BadRequestError as exc:
+            if not extra or "stream_options" not in str(exc):
+                raise
+            # Some servers reject stream_options: this client asks without it from now on.
+            self.stream_usage = False
+            response_stream = await client.chat.completions.create(**request, stream=True, timeout=remaining)
+        pieces: list[str] = []
+        in_token = out_token = 0
+        model = None
+        finish_reason = ""
+        try:
+            async for chunk in response_stream:
+                model = getattr(chunk, "model", None) or model
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    in_token = int(getattr(usage, "prompt_tokens", 0) or 0)
+                    out_token = int(getattr(usage, "completion_tokens", 0) or 0)
+                for choice in getattr(chunk, "choices", None) or []:
+                    finish_reason = getattr(choice, "finish_reason", None) or finish_reason
+                    piece = getattr(choice.delta, "content", None) if choice.delta else None
+                    if piece:
+                        pieces.append(piece)
+        finally:
+            with contextlib.suppress(Exception):  # best effort when the connection already broke
+                await response_stream.close()
+        if not finish_reason:
+            raise self._cut_short()
+        return Completion(text="".join(pieces), in_token=in_token, out_token=out_token, model=model or self.model,
+                          finish_reason=finish_reason)
+
+    def _cut_short(self) -> LlmError:
+        """A stream that ended without a finish reason: the server cut the answer short.  llama-cpp-python's
+        server does so, with a well-formed end, to a stream when another request arrives (unless started
+        with ``--interrupt_requests False``); retrying asks again."""
+        return LlmError(self.endpoint, "the answer was cut short: the stream ended without a finish reason "
+                                       "(a llama-cpp-python server interrupts a stream when another request "
+                                       "arrives unless started with --interrupt_requests False)", retryable=True)
 
     def _span_attributes(self, request: dict) -> dict[str, AttributeValue]:
         """The GenAI attributes of a call's span (docs/observability.md); {} when tracing is off."""
@@ -377,7 +447,8 @@ class OpenAICompletion:
                     error = self._classify(exc)
                     if isinstance(exc, TimeoutError):
                         error = LlmError(
-                            self.endpoint, f"stream stalled: no chunk within {self.timeout:g}s", retryable=True
+                            self.endpoint, f"stream stalled: no chunk within {self.timeout:g}s ({TIMEOUT_HINT})",
+                            retryable=True,
                         )
                     raise error from exc
                 model = getattr(chunk, "model", None) or model
@@ -395,6 +466,8 @@ class OpenAICompletion:
         finally:
             with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
+        if not finish_reason:
+            raise self._cut_short()
         genai.set_response(span, model=model or self.model, input_tokens=in_token, output_tokens=out_token,
                            finish_reason=finish_reason, output="".join(pieces) if keep else None)
         yield CompletionChunk(

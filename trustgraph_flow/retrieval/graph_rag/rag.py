@@ -34,6 +34,7 @@ from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.sources import build_source_chains, source_documents, source_patterns, source_walk
 from trustgraph_base.provenance.triples import (
     LlmUsage,
+    SelectionCut,
     exploration_triples,
     focus_triples,
     grounding_triples,
@@ -54,8 +55,12 @@ from trustgraph_base.store.triples import check_names
 
 from ...common.ports import PromptOutcome
 from ...common.query_session import ExplainStore, QuerySession, TraceFields, alongside, check_question
+from ...model.extractive import MODEL_ID as EXTRACTIVE_MODEL_ID
+from ...model.prompts.templates import EDGE_SELECTION_EXAMPLE_REASONING
+from .budget import DEFAULT_SELECTION_TOKEN_BUDGET, cut_candidates
+from .budget import SelectionCut as BudgetCut
 from .labels import get_labelgraph, term_label
-from .selection import SelectionResult, resolve_selection
+from .selection import SelectionResult, flag_unusable_reasoning, resolve_selection
 from .subgraph import Subgraph, exploration_patterns, label_patterns
 
 log = logging.getLogger(__name__)
@@ -93,6 +98,8 @@ class GraphRagSettings:
     max_path_length: int = 2
     edge_limit: int = 25
     explain_collection: str = ""
+    #: most tokens of the edge-selection prompt (0: every candidate is sent); a request may override it
+    selection_token_budget: int = DEFAULT_SELECTION_TOKEN_BUDGET
 
 
 Emit = Callable[[GraphRagResponse], Awaitable[None]]
@@ -133,6 +140,8 @@ class _Run:
         self.max_size = req.max_subgraph_size or s.max_subgraph_size
         self.max_hops = req.max_path_length or s.max_path_length
         self.edge_limit = req.edge_limit or s.edge_limit
+        budget = req.selection_token_budget
+        self.token_budget = s.selection_token_budget if budget is None else budget
         self.id = uris.new_id()
         self.q_uri = uris.question_uri(self.id)
         self.session = QuerySession(self.ports, emit, response=GraphRagResponse, user=req.user,
@@ -147,6 +156,8 @@ class _Run:
         req, session = self.req, self.session
         check_question(req.query)
         check_names(req.user, req.collection)  # before anything is stored: a hostile name never reaches a store
+        if self.token_budget < 0:
+            raise ValueError(f"selection_token_budget must be >= 0 tokens (0: no cut), got {self.token_budget}")
         if session.explainable:
             telemetry.set_explain_id(self.q_uri)
         await session.explain(self.q_uri, question_triples(self.q_uri, req.query, parent_uri=req.parent_uri,
@@ -157,14 +168,18 @@ class _Run:
         subgraph = await self._explore(seeds)
         session.stage = "focus"
         graph = get_labelgraph(subgraph.edges, subgraph.labels)
-        async with alongside(self._select(graph, seeds, subgraph)) as selecting:
+        cut = self._cut(graph, seeds, subgraph)
+        async with alongside(self._select(graph, cut)) as selecting:
             exp_uri = uris.exploration_uri(self.id)  # built and sent while the model selects edges
+            recorded = SelectionCut(cut.sent, cut.budget, cut.prompt_tokens) if cut is not None else None
             await session.explain(exp_uri, exploration_triples(exp_uri, self.q_uri, len(subgraph.edges),
                                                                [m.entity for m in seeds if m.entity is not None],
-                                                               grounding_uri=uris.grounding_uri(self.id)))
+                                                               grounding_uri=uris.grounding_uri(self.id),
+                                                               cut=recorded))
         selection = await selecting
         telemetry.set_attributes({"trustgraph.graph_rag.seed_entities": len(seeds),
                                   "trustgraph.graph_rag.edges_explored": len(subgraph.edges),
+                                  "trustgraph.graph_rag.edges_sent": cut.sent if cut is not None else 0,
                                   "trustgraph.graph_rag.edges_selected": len(selection.selections)})
         session.stage = "synthesis"
         await self._focus_and_synthesise(graph, selection, subgraph)
@@ -199,23 +214,33 @@ class _Run:
             subgraph.add([await self.ports.query(req.user, req.collection, label_patterns(missing))])
         return subgraph
 
-    async def _select(self, graph, seeds: list[EntityMatch], subgraph: Subgraph) -> SelectionResult:
+    def _cut(self, graph, seeds: list[EntityMatch], subgraph: Subgraph) -> BudgetCut | None:
+        """The edge-selection prompt's terms: the candidates ranked and cut to the token budget (none: no edges)."""
         if not graph.ids:
-            return SelectionResult()
+            return None
         scores = {}
         for m in seeds:
             if m.entity is not None:
                 scores[term_label(m.entity, subgraph.labels)] = round(float(m.score), 4)
-        outcome = await self.ports.prompt("kg-edge-selection", {
-            "query": self.req.query, "knowledge": graph.knowledge(), "entity_scores": scores,
-            "limit": self.edge_limit})
+        return cut_candidates(self.req.query, graph.knowledge(), scores, self.edge_limit, self.token_budget)
+
+    async def _select(self, graph, cut: BudgetCut | None) -> SelectionResult:
+        if cut is None:
+            return SelectionResult()
+        outcome = await self.ports.prompt("kg-edge-selection", cut.terms)
         self.session.count(outcome)
-        result = resolve_selection(outcome.objects, graph.uri_map, self.edge_limit,
+        # Only the edges the selector was shown can be selected: selected ⊆ sent ⊆ candidates.
+        sent = {edge_id: graph.uri_map[edge_id] for edge_id in cut.sent_ids}
+        result = resolve_selection(outcome.objects, sent, self.edge_limit,
                                    parser_dropped=outcome.dropped, parser_reasons=outcome.reasons)
         result.usage = LlmUsage(outcome.in_token, outcome.out_token, outcome.model)
         if result.dropped:
             log.info("edge selection for %s: %d unusable line(s): %s", self.q_uri, result.dropped,
                      "; ".join(result.reasons[:5]))
+        # The extractive selector's reasonings state computed evidence: equal evidence gives equal text.
+        if outcome.model != EXTRACTIVE_MODEL_ID and flag_unusable_reasoning(
+                result.selections, [EDGE_SELECTION_EXAMPLE_REASONING]):
+            log.info("edge selection for %s: %d unusable reasoning(s)", self.q_uri, result.unusable)
         return result
 
     async def _focus_and_synthesise(self, graph, selection: SelectionResult, subgraph: Subgraph) -> None:
