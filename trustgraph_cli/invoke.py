@@ -265,6 +265,16 @@ def exploration_summary(edge_count: int, sent: int | None, budget: int | None) -
     return text + f", {sent} sent to the model ({f'budget {budget} tokens' if budget else 'no token budget'})"
 
 
+def _counts_here(uri: str, session_id: str) -> bool:
+    """Whether an agent's explain event adds to ``--show-usage`` as it arrives: a stage of the run's own trace,
+    or a sub-trace's Question (whose calls, a supervisor's sub-agents' included, are read from the store at the
+    end; the sub-agents' forwarded last stages would count twice)."""
+    from trustgraph_base.provenance.uris import agent_session_uri, trace_root_of
+
+    root = trace_root_of(uri)
+    return root == agent_session_uri(session_id) or root == uri
+
+
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -396,7 +406,7 @@ async def agent(question, explainable, verbose, session_id, no_trace, group, max
             if msg.message_type == "error" or msg.error is not None:
                 raise CliError(f"agent: {msg.error.message if msg.error else msg.content}", EXIT_FAILED)
             if msg.message_type == "explain":
-                if usage is not None:
+                if usage is not None and _counts_here(msg.explain_id, sid):
                     usage.event(msg.explain_id, msg.explain_triples)
                 if explainable:
                     await printer.event(msg.explain_id, msg.explain_triples)
