@@ -28,9 +28,6 @@ from trustgraph_flow.embedded import QUERY_STACK
 pytestmark = pytest.mark.timeout(600)
 
 GOALS = ["Who discovered polonium?", "Who discovered radium?", "Where was Marie Curie born?"]
-#: The model services take several requests at once, as a deployment that runs sub-agents in parallel configures
-#: them (docs/agent-patterns.md): each handles one at a time by default.
-PARALLEL_MODEL = {"text-completion": {"concurrency": 8}, "prompt": {"concurrency": 8}}
 
 
 def types_of(by: dict, node: str) -> set:
@@ -90,7 +87,7 @@ async def test_supervisor_runs_subagents_in_parallel_and_joins_their_findings(de
     llm_server.set_script(supervisor_script(delay={GOALS[0]: 1.5, GOALS[1]: 1.0, GOALS[2]: 0.5}))
     sid = f"sup-{uuid.uuid4().hex[:8]}"
     root = f"urn:trustgraph:agent:{sid}"
-    msgs, stored, docs = await ask(deployment, llm_settings(llm_server, **PARALLEL_MODEL),
+    msgs, stored, docs = await ask(deployment, llm_settings(llm_server),
                                    "Three questions about the Curies", sid, "supervisor")
     assert msgs[-1].end_of_dialog and msgs[-1].error is None, msgs[-1]
     by = by_subject(stored)
@@ -369,7 +366,7 @@ async def test_cancelling_a_plan_run_cancels_every_running_step(deployment, llm_
         return "too late"
 
     llm_server.set_script(script)
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server, **PARALLEL_MODEL))
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
     try:
         orchestrator = stack.get("agent-manager-react").orchestrator
         ports = orchestrator.ports

@@ -38,6 +38,11 @@ from .llm import resolve_llm
 
 log = logging.getLogger(__name__)
 
+#: Requests the model services (``text-completion``, ``prompt``) handle at once, at least: their work is waiting
+#: on the LLM endpoint, and a supervisor's sub-agents or a plan's independent steps call them at the same time
+#: (with one handler they would queue here and run one after another).  ``--concurrency`` raises it.
+MODEL_CALL_HANDLERS = 8
+
 
 class TextCompletionService(Processor):
     """Chat completion against an OpenAI-compatible endpoint."""
@@ -65,7 +70,8 @@ class TextCompletionService(Processor):
                                         **self.settings.completion_params())  # type: ignore[arg-type]
         except (ValueError, LlmSettingsError) as e:
             raise ConfigurationError(f"text-completion: {e}") from None
-        self.add(request_spec("text-completion", self.flow, self.on_request))
+        self.add(request_spec("text-completion", self.flow, self.on_request,
+                              concurrency=max(self.concurrency, MODEL_CALL_HANDLERS)))
 
     async def on_start(self) -> None:
         log.info("text-completion: endpoint %s, timeout %gs, %d retries, max %d tokens", self.llm.endpoint,
@@ -203,7 +209,8 @@ class PromptService(Processor):
 
     def __init__(self, *, llm: str = "auto", prompter=None, **params):
         super().__init__(**params)
-        self.add(request_spec("prompt", self.flow, self.on_request))
+        self.add(request_spec("prompt", self.flow, self.on_request,
+                              concurrency=max(self.concurrency, MODEL_CALL_HANDLERS)))
         if prompter is not None:
             self.prompter = prompter
         else:
