@@ -4,7 +4,7 @@ Every other tier talks to the project's own OpenAI-compatible test server; this 
 against a real model, to find what a real model does to them.  ``TG_REAL_LLM=short`` runs the short form
 (what ``.ci/run`` runs: one ingestion with LLM extraction, one GraphRAG, one DocumentRAG, one agent question
 with a tool call, streaming on, on the embedded stack); ``TG_REAL_LLM=full`` adds the tests marked
-``real_llm_full`` (the same on the distributed stack, and GraphRAG on the sample corpus).  Without
+``real_llm_full`` (the same on the distributed stack: the integration Pulsar and Cassandra).  Without
 ``TG_REAL_LLM`` its tests are deselected, so ``pytest`` alone never starts a model.  It needs
 ``bash scripts/llama.sh ensure`` (the compiled server and the model, cached outside the repository); the
 server is this session's own, on a free port, stopped at the end even when tests fail.  Under ``CI=true``
@@ -27,7 +27,7 @@ from private_servers import unavailable
 
 HERE = Path(__file__).resolve().parent
 
-#: The model the tier runs (see tests/realmodel/README in docs/servers.md for why this one).
+#: The model the tier runs (docs/servers.md says why this one).
 MODEL = os.environ.get("TG_REAL_LLM_MODEL", "1.5b")
 #: Deadline of one model call (the text-completion service's ``timeout``); no retries: a retried request
 #: would queue behind the abandoned one, which llama.cpp keeps computing.
@@ -78,6 +78,7 @@ def llama(tmp_path_factory):
         try:
             yield RealModel(server, proxy)
         finally:
+            print("\n[llama] model calls:\n    " + "\n    ".join(proxy.summary()))
             proxy.close()
     finally:
         server.stop()

@@ -121,6 +121,21 @@ class Exchange:
     seconds: float
 
 
+def usage_of(e: Exchange) -> dict | None:
+    """The usage a reply reported (the last SSE chunk's, for a streamed one), or None."""
+    if e.request.get("stream"):
+        for line in reversed(e.reply.splitlines()):
+            if line.startswith("data: {"):
+                usage = json.loads(line[6:]).get("usage")
+                if usage:
+                    return usage
+        return None
+    try:
+        return json.loads(e.reply).get("usage")
+    except ValueError:
+        return None
+
+
 class RecordingProxy:
     """A loopback HTTP proxy to ``upstream`` (``http://127.0.0.1:<port>``) that records every exchange."""
 
@@ -188,6 +203,18 @@ class RecordingProxy:
     def chats(self) -> list[Exchange]:
         with self._lock:
             return [e for e in self.exchanges if e.path.endswith("/chat/completions")]
+
+    def summary(self) -> list[str]:
+        """One line per exchange: path, task, streamed or not, status, tokens, seconds."""
+        lines = []
+        for e in list(self.exchanges):
+            task = ""
+            for m in e.request.get("messages", []):
+                if m.get("role") == "system" and str(m.get("content", "")).startswith("task: "):
+                    task = str(m["content"]).split("\n", 1)[0].removeprefix("task: ")
+            lines.append(f"{e.path} {task or '-'} stream={bool(e.request.get('stream'))} {e.status} "
+                         f"{usage_of(e) or ''} {e.seconds:.1f} s")
+        return lines
 
     def close(self) -> None:
         self._httpd.shutdown()

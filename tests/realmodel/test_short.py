@@ -17,6 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,14 +58,32 @@ QUERY_TIMEOUT = 1800
 
 @dataclass
 class Loaded:
-    """The ingested document, as the stores held it right after ingestion."""
+    """The ingested document on one deployment, as the stores held it right after ingestion.
 
+    ``embedded``: in-process bus, SQLite under ``home``; ``distributed``: the same processors over the
+    integration Pulsar and Cassandra (``pulsar``, ``cassandra``), under a user of their own.
+    """
+
+    kind: str
     user: str
     collection: str
     home: Path
-    seconds: float
+    seconds: float = 0.0
+    pulsar: Any = None
+    cassandra: Any = None
     edges: list = field(default_factory=list)
     source: list = field(default_factory=list)
+
+    def stack_options(self) -> dict:
+        from trustgraph_base.pubsub import open_backend
+
+        if self.kind == "embedded":
+            return {"home": self.home}
+        from trustgraph_base.store.cassandra.connection import CassandraConfig
+
+        return {"backend": open_backend("pulsar", url=self.pulsar.url, admin_url=self.pulsar.admin_url),
+                "store": "cassandra", "store_options": {"config": CassandraConfig(
+                    hosts=(self.cassandra.host,), port=int(self.cassandra.port))}}
 
 
 def store_of(stack, attribute: str):
@@ -72,9 +91,9 @@ def store_of(stack, attribute: str):
 
 
 async def start(loaded: Loaded, llama, only):
-    return await start_embedded(loaded.home, only=only, llm="openai", flow=f"f{uuid.uuid4().hex[:8]}",
+    return await start_embedded(only=only, llm="openai", flow=f"f{uuid.uuid4().hex[:8]}",
                                 settings=llama.settings(**{"graph-rag": GRAPH_RAG, "agent-manager-react": {
-                                    "tools": TOOLS, "max_iterations": 4}}))
+                                    "tools": TOOLS, "max_iterations": 4}}), **loaded.stack_options())
 
 
 async def _ingest(loaded: Loaded, llama) -> None:
@@ -99,14 +118,39 @@ async def _ingest(loaded: Loaded, llama) -> None:
         await stack.stop()
 
 
-@pytest.fixture(scope="module")
-def loaded(llama, tmp_path_factory) -> Loaded:
-    """The document ingested with the LLM extractor into a collection of its own (embedded stack)."""
-    result = Loaded(f"real{uuid.uuid4().hex[:8]}", "korvanite", tmp_path_factory.mktemp("tg-home"), 0.0)
-    asyncio.run(_ingest(result, llama))
-    print(f"\n[realmodel] ingestion with LLM extraction: {result.seconds:.1f} s, "
-          f"{len(result.edges)} knowledge triples")
-    return result
+def _drop_keyspaces(loaded: Loaded) -> None:
+    from trustgraph_base.store.cassandra.connection import CassandraConfig, connect
+    from trustgraph_base.store.names import storage_name
+
+    session = connect(CassandraConfig(hosts=(loaded.cassandra.host,), port=int(loaded.cassandra.port)))
+    for prefix in ("tg", "tgv"):
+        try:
+            session.execute(f"DROP KEYSPACE IF EXISTS {storage_name(prefix, loaded.user)}", timeout=180)
+        except Exception as e:  # noqa: BLE001 - a slow drop on a busy node must not fail the tests
+            import warnings
+
+            warnings.warn(f"could not drop keyspace of {loaded.user}: {e}", stacklevel=2)
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param("embedded", id="embedded"),
+    pytest.param("distributed", marks=[pytest.mark.real_llm_full, pytest.mark.integration], id="distributed"),
+])
+def loaded(request, llama, tmp_path_factory):
+    """The document ingested with the LLM extractor into a collection of its own, per deployment."""
+    kind = request.param
+    result = Loaded(kind, f"real{uuid.uuid4().hex[:8]}", "korvanite", tmp_path_factory.mktemp("tg-home"))
+    if kind == "distributed":
+        result.pulsar = request.getfixturevalue("pulsar_service")
+        result.cassandra = request.getfixturevalue("cassandra_service")
+    try:
+        asyncio.run(_ingest(result, llama))
+        print(f"\n[realmodel] {kind}: ingestion with LLM extraction: {result.seconds:.1f} s, "
+              f"{len(result.edges)} knowledge triples")
+        yield result
+    finally:
+        if kind == "distributed":
+            _drop_keyspaces(result)
 
 
 async def ask(loaded: Loaded, llama, service: str, request):
@@ -157,10 +201,16 @@ def assert_valid(read) -> None:
     assert report.conforms, [v.message for v in report.violations]
 
 
-def assert_usage(usage, llama, what: str) -> None:
+def assert_usage(usage, llama, what: str, tokens: bool = True) -> None:
+    """The stage records its model call: the model that served it and (``tokens``) its token counts."""
     assert usage is not None, f"{what}: no token usage recorded"
-    assert usage["in_token"] > 0 and usage["out_token"] > 0, f"{what}: {usage}"
     assert usage["model"] == llama.model, f"{what}: model {usage['model']!r}, served {llama.model!r}"
+    if tokens:
+        assert usage["in_token"] > 0 and usage["out_token"] > 0, f"{what}: {usage}"
+
+
+#: The traces of the streamed answers, for the token check below ((deployment, service) -> trace JSON).
+STREAMED: dict[tuple[str, str], dict] = {}
 
 
 # ------------------------------------------------------------------ ingestion
@@ -172,9 +222,10 @@ def test_ingestion_extracts_edges_with_the_model(loaded, llama):
     replies = "\n---\n".join(reply_text(e) for _, e in calls["extract-relationships"])
     assert edges, f"the model's extraction gave no edge; it answered:\n{replies}"
     # every edge traces back to its chunk, and the chunk to the document; the activity names the model
-    contained = {t.o.triple for t in loaded.source if t.p.value == ns.TG_CONTAINS and t.o.type == TRIPLE}
+    contained = {(t.o.triple.s.value, t.o.triple.p.value, t.o.triple.o.value) for t in loaded.source
+                 if t.p.value == ns.TG_CONTAINS and t.o.type == TRIPLE}
     keys = {(t.s.value, t.p.value, t.o.value) for t in edges}
-    assert keys <= {(e.s.value, e.p.value, e.o.value) for e in contained}, "an edge without extraction provenance"
+    assert keys <= contained, f"edges without extraction provenance: {keys - contained}"
     models = {t.o.value for t in loaded.source if t.p.value == ns.TG_LLM_MODEL}
     assert models == {llama.model}, models
     chunks = {t.o.value for t in loaded.source if t.p.value == ns.PROV_WAS_DERIVED_FROM and
@@ -226,7 +277,8 @@ async def test_graph_rag_selects_offered_edges_with_reasons(loaded, llama):
         synthesis_calls = chats_for(llama, "kg-synthesis", since)
         assert len(synthesis_calls) == 1 and synthesis_calls[0][1].request.get("stream") is True
         assert [k["s"] for k in synthesis_calls[0][0]["knowledge"]] == [e["labels"]["s"] for e in selected]
-        assert_usage(trace["synthesis"]["usage"], llama, "synthesis")
+        assert_usage(trace["synthesis"]["usage"], llama, "synthesis", tokens=False)
+        STREAMED[loaded.kind, "graph-rag"] = trace
     print(f"\n[realmodel] graph-rag: {len(offered)} candidates, {len(selected)} selected, "
           f"{focus['dropped']} dropped; answer: {stored[:200]!r}")
 
@@ -249,7 +301,8 @@ async def test_document_rag_answers_from_the_chunks_it_records(loaded, llama):
         assert any(link["uri"] == DOC_ID for link in c["chain"]), c
     streamed = "".join(m.response for m in msgs if m.response)
     assert trace["synthesis"]["answer"] and trace["synthesis"]["answer"] == streamed
-    assert_usage(trace["synthesis"]["usage"], llama, "document answer")
+    assert_usage(trace["synthesis"]["usage"], llama, "document answer", tokens=False)
+    STREAMED[loaded.kind, "document-rag"] = trace
     print(f"\n[realmodel] document-rag answer: {streamed[:200]!r}")
 
 
@@ -266,8 +319,10 @@ async def test_agent_calls_a_tool_and_links_its_trace(loaded, llama):
     trace = read.trace
     assert_valid(read)
     assert trace["status"] == "complete", trace.get("error")
+    # the agent asks the model without streaming, whatever the request says (streaming=True only streams
+    # the agent's own messages); what counts here is that every step is the model's
     react = chats_for(llama, "agent-react", since)
-    assert react and all(e.request.get("stream") is True for _, e in react)
+    assert len(react) >= 2, f"{len(react)} agent-react call(s): a tool call needs at least two"
     analyses = trace["analyses"]
     transcript = "\n---\n".join(reply_text(e) for _, e in react)
     tool_calls = [a for a in analyses if a["action"] in {t["name"] for t in TOOLS}]
@@ -281,8 +336,21 @@ async def test_agent_calls_a_tool_and_links_its_trace(loaded, llama):
             assert sub["parent"] == a["uri"] and sub["status"] == "complete", sub.get("error")
     answer = "".join(m.content for m in msgs if m.message_type == "answer")
     assert trace["conclusion"]["answer"] and trace["conclusion"]["answer"].strip() == answer.strip()
-    print(f"\n[realmodel] agent: {len(analyses)} step(s), tools {[a['action'] for a in analyses]}; "
-          f"answer: {answer[:200]!r}")
+    print(f"\n[realmodel] agent: {len(analyses)} step(s), tools {[a['action'] for a in analyses]}, "
+          f"{trace['conclusion'].get('termination_reason')}; answer: {answer[:200]!r}\n"
+          f"[realmodel] the model wrote:\n{transcript}")
+
+
+# ------------------------------------------------------------------ known gaps
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "llama-cpp-python 0.3.36's server ignores stream_options.include_usage: a streamed answer carries no "
+    "usage, and the Synthesis records 0 tokens (indistinguishable from a call that cost none)"))
+def test_streamed_answers_record_their_tokens(loaded, llama):
+    mine = {name: trace for (kind, name), trace in STREAMED.items() if kind == loaded.kind}
+    if set(mine) != {"graph-rag", "document-rag"}:
+        pytest.fail(f"the streamed GraphRAG and DocumentRAG answers did not both pass (got {sorted(mine)})")
+    for name, trace in mine.items():
+        assert_usage(trace["synthesis"]["usage"], llama, f"{name} synthesis")
 
 
 # ------------------------------------------------------------------ guard
