@@ -213,11 +213,13 @@ start() { # size
   if [ -n "$(ss -Hltn "sport = :$PORT" 2>/dev/null)" ]; then die "port $PORT is already in use (set LLAMA_PORT)"; fi
   rm -rf "$RUN"; mkdir -p "$RUN"
   printf 'PORT=%s\nALIAS=%s\nMODEL_FILE=%s\nCTX=%s\n' "$PORT" "$ALIAS" "$model" "$CTX" >"$RUN/server.env"
-  # own session and process group; bash writes its PID, then execs the server in place
+  # own session and process group; bash writes its PID, then execs the server in place.
+  # --interrupt_requests False: by default a request arriving during a streamed answer ends that stream early, and
+  # the services stream every call (so that a call given up on closes its connection): requests queue instead.
   # shellcheck disable=SC2016  # $$ and $@ are for the inner bash
   (cd "$RUN" && exec setsid bash -c 'echo $$ >"$0"; exec "$@"' "$RUN/llama.pid" \
      "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$ALIAS" --host 127.0.0.1 \
-     --port "$PORT" --n_threads "$THREADS" --n_ctx "$CTX" >"$RUN/llama.log" 2>&1 </dev/null) &
+     --port "$PORT" --n_threads "$THREADS" --n_ctx "$CTX" --interrupt_requests False >"$RUN/llama.log" 2>&1 </dev/null) &
   for _ in $(seq 1 100); do [ -s "$RUN/llama.pid" ] && break; sleep 0.05; done
   [ -s "$RUN/llama.pid" ] || die_with_log "$RUN/llama.log" "the server did not start"
   log "starting, pid $(cat "$RUN/llama.pid"), 127.0.0.1:$PORT, model $ALIAS ($model), n_ctx $CTX, log $RUN/llama.log"
