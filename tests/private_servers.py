@@ -230,6 +230,45 @@ class PrivateServers:
         raise self.error(f"process {pid} survived its kill for {timeout:.0f} s")
 
 
+@dataclass(frozen=True)
+class OptInTier:
+    """A test tier that runs only when its environment variable asks for it (``short`` or ``full``).
+
+    Without the variable its tests are deselected, so ``pytest`` alone never starts its servers; in the
+    short form the tests marked ``<marker>_full`` are skipped.  The cluster and real-model tiers use it.
+    """
+
+    env: str  # e.g. TG_CLUSTER
+    marker: str  # e.g. cluster (and cluster_full)
+    title: str  # e.g. "the cluster tier"
+    directory: Path  # the tier's tests
+
+    def form(self) -> str:
+        """``short``, ``full`` or ``""`` (the tier does not run)."""
+        value = os.environ.get(self.env, "").strip().lower()
+        return {"1": "short", "true": "short", "yes": "short"}.get(value, value)
+
+    def configure(self, config) -> None:
+        """Register the tier's two markers (pytest_configure)."""
+        config.addinivalue_line("markers", f"{self.marker}: {self.title} ({self.env}=short|full)")
+        config.addinivalue_line("markers", f"{self.marker}_full: only in {self.title}'s full form ({self.env}=full)")
+
+    def select(self, config, items: list) -> None:
+        """Deselect the tier's tests without the variable; skip the full-form ones in the short form."""
+        mine = [item for item in items if Path(str(item.fspath)).resolve().is_relative_to(self.directory)]
+        if not mine:
+            return
+        form = self.form()
+        if form not in ("short", "full"):
+            config.hook.pytest_deselected(items=mine)
+            items[:] = [item for item in items if item not in mine]
+            return
+        for item in mine:
+            item.add_marker(getattr(pytest.mark, self.marker))
+            if form == "short" and item.get_closest_marker(f"{self.marker}_full"):
+                item.add_marker(pytest.mark.skip(reason=f"{self.title}'s full form only ({self.env}=full)"))
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)

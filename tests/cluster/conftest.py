@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from private_servers import running, unavailable
+from private_servers import OptInTier, running, unavailable
 
 # the reliability tier's stack and audit (fault_stack, trace_audit), imported by this tier's modules
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
@@ -29,30 +29,20 @@ HERE = Path(__file__).resolve().parent
 NODE_HEAP = os.environ.get("TG_CLUSTER_HEAP", "1g")
 
 
+TIER = OptInTier("TG_CLUSTER", "cluster", "the cluster tier", HERE)
+
+
 def tier() -> str:
     """``short``, ``full`` or ``""`` (the tier does not run)."""
-    value = os.environ.get("TG_CLUSTER", "").strip().lower()
-    return {"1": "short", "true": "short", "yes": "short"}.get(value, value)
+    return TIER.form()
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "cluster: the cluster tier (TG_CLUSTER=short|full; tests/cluster)")
-    config.addinivalue_line("markers", "cluster_full: only in the cluster tier's full form (TG_CLUSTER=full)")
+    TIER.configure(config)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Deselect the tier without ``TG_CLUSTER``; skip its full-form tests in the short form."""
-    mine = [item for item in items if Path(str(item.fspath)).resolve().is_relative_to(HERE)]
-    if not mine:
-        return
-    if tier() not in ("short", "full"):
-        config.hook.pytest_deselected(items=mine)
-        items[:] = [item for item in items if item not in mine]
-        return
-    for item in mine:
-        item.add_marker(pytest.mark.cluster)
-        if tier() == "short" and item.get_closest_marker("cluster_full"):
-            item.add_marker(pytest.mark.skip(reason="the cluster tier's full form only (TG_CLUSTER=full)"))
+    TIER.select(config, items)
 
 
 def _unavailable(reason: str) -> None:

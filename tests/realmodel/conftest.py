@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 import pytest
-from private_servers import unavailable
+from private_servers import OptInTier, unavailable
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,30 +34,20 @@ MODEL = os.environ.get("TG_REAL_LLM_MODEL", "1.5b")
 LLM_TIMEOUT = float(os.environ.get("TG_REAL_LLM_TIMEOUT", "600"))
 
 
+TIER = OptInTier("TG_REAL_LLM", "real_llm", "the real-model tier", HERE)
+
+
 def tier() -> str:
     """``short``, ``full`` or ``""`` (the tier does not run)."""
-    value = os.environ.get("TG_REAL_LLM", "").strip().lower()
-    return {"1": "short", "true": "short", "yes": "short"}.get(value, value)
+    return TIER.form()
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "real_llm: the real-model tier (TG_REAL_LLM=short|full; tests/realmodel)")
-    config.addinivalue_line("markers", "real_llm_full: only in the real-model tier's full form (TG_REAL_LLM=full)")
+    TIER.configure(config)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Deselect the tier without ``TG_REAL_LLM``; skip its full-form tests in the short form."""
-    mine = [item for item in items if Path(str(item.fspath)).resolve().is_relative_to(HERE)]
-    if not mine:
-        return
-    if tier() not in ("short", "full"):
-        config.hook.pytest_deselected(items=mine)
-        items[:] = [item for item in items if item not in mine]
-        return
-    for item in mine:
-        item.add_marker(pytest.mark.real_llm)
-        if tier() == "short" and item.get_closest_marker("real_llm_full"):
-            item.add_marker(pytest.mark.skip(reason="the real-model tier's full form only (TG_REAL_LLM=full)"))
+    TIER.select(config, items)
 
 
 @pytest.fixture(scope="session")
