@@ -13,9 +13,9 @@ expected names is reported as a rough correctness rate.  Targets (issue 33): Gra
         python -m bench.real_model [--quick] [--json out.json]
     python -m bench.real_model --start [--model 1.5b] [--quick]     # a private server for the run
 
-``--quick``: one question of each kind and GraphRAG with ``max_subgraph_size`` 25 (the defaults send about
-10,000 prompt tokens per edge selection, minutes on two cores); the full mode runs 5 GraphRAG, 3 DocumentRAG
-and 2 agent questions at the service defaults.  In ``python -m bench`` it runs only when ``TG_REAL_LLM_URL``
+``--quick``: one question of each kind; the full mode runs 5 GraphRAG, 3 DocumentRAG and 2 agent questions.
+Both run the services at their defaults (GraphRAG's edge-selection prompt is cut to the
+``--selection-token-budget``, 3,000 tokens).  In ``python -m bench`` it runs only when ``TG_REAL_LLM_URL``
 names a running server; otherwise it says so and measures nothing.
 """
 
@@ -159,15 +159,13 @@ async def bench(quick: bool, url: str, model: str) -> Results:
     qs = sample_questions()
     counts = {"graph": 1, "document": 1, "agent": 1} if quick else {"graph": 5, "document": 3, "agent": 2}
     picked = {kind: [q for q in qs if q.kind == kind][:n] for kind, n in counts.items()}
-    graph_settings = {"max_subgraph_size": 25} if quick else {}
-    note = f"{model}; " + ("max_subgraph_size 25" if quick else "service defaults")
+    note = f"{model}; service defaults"
     with tempfile.TemporaryDirectory(prefix="tg-bench-real-") as tmp:
         home, user = Path(tmp), f"real{uuid.uuid4().hex[:8]}"
         await _load_corpus(home, user)
         stack = await start_embedded(home, only=QUERY_STACK, llm="openai", settings={
             "text-completion": {"base_url": url, "api_key": "none", "model": model, "timeout": LLM_TIMEOUT,
-                                "max_retries": 0},
-            "graph-rag": graph_settings})
+                                "max_retries": 0}})
         try:
             async with Connection.attach(stack, timeout=3 * LLM_TIMEOUT) as conn:
                 for kind, service, label in (("graph", "graph-rag", "GraphRAG"),
@@ -229,7 +227,7 @@ def run(quick: bool = False, suite: Suite | None = None, url: str | None = None,
 
 
 def main(argv: list[str] | None = None) -> Results:
-    parser = bench_parser(__doc__, "one question of each kind, GraphRAG with max_subgraph_size 25")
+    parser = bench_parser(__doc__, "one question of each kind")
     parser.add_argument("--start", action="store_true", help="start a private server with scripts/llama.sh")
     parser.add_argument("--model", default=os.environ.get("LLAMA_MODEL", "1.5b"), help="with --start: 0.5b or 1.5b")
     args = parser.parse_args(argv)

@@ -213,6 +213,10 @@ def test_rejections_are_recognised_by_status_and_the_parameter_named():
     assert rejects_response_format(RuntimeError("text-completion: LLM endpoint x failed: HTTP 422 request rejected: "
                                                 "{'loc': ['body', 'response_format', 'type']}"))
     assert not rejects_response_format(LlmError("ep", "HTTP 500 server error: response_format", True, 500))
+    llama = ("HTTP 500 request rejected: 1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+             "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}")
+    assert rejects_response_format(LlmError("ep", llama, False, 500))
+    assert rejects_response_format(RuntimeError(f"text-completion: LLM endpoint x failed: {llama}"))
     assert not rejects_response_format(LlmError("ep", "HTTP 400 request rejected: bad messages", False, 400))
 
 
@@ -242,6 +246,20 @@ async def test_structured_output_over_http_and_the_fallback_is_remembered():
             assert ["response_format" in r.body for r in server.chat_requests()] == [False]
             await prompter.run("kg-synthesis", {"query": QUERY, "knowledge": []})  # text templates: never asked
             assert "response_format" not in server.chat_requests()[-1].body
+
+
+async def test_llama_cpp_refusing_json_schema_with_a_server_error_falls_back_to_its_own_shape():
+    """llama-cpp-python 0.3.36 refuses ``json_schema`` with HTTP 500 and pydantic's message: that is the request's
+    fault, so it is not retried, and the next shape (``json_object`` with the schema) is asked and answered."""
+    with start_server() as server:
+        server.reject_response_format("llama")
+        async with OpenAICompletion(server.base_url, "k", "m", max_retries=3, backoff_initial=5.0) as completion:
+            prompter = LlmPrompter(completion)
+            result = await prompter.run("kg-edge-selection", TERMS)
+            kinds = [r.body.get("response_format", {}).get("type") for r in server.chat_requests()]
+            assert kinds == ["json_schema", "json_object"]  # no retry of the refused request, no plain fallback
+            assert {o["id"] for o in result.objects} == {"e-marie", "e-pierre"} and result.dropped == 0
+            assert prompter.rejected_formats == {"json_schema"}
 
 
 async def test_an_answer_that_ignores_the_schema_is_read_as_jsonl():

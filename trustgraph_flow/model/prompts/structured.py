@@ -7,7 +7,8 @@ endpoints accept, in order:
 2. llama.cpp's (llama-cpp-python 0.3.36 accepts only ``"text"`` and ``"json_object"``, the latter
    with an optional ``"schema"`` it turns into a grammar): ``{"type": "json_object", "schema": ...}``.
 
-An endpoint that rejects a shape (HTTP 400 or 422 whose message names ``response_format``) is
+An endpoint that rejects a shape (HTTP 400 or 422 whose message names ``response_format``, or
+llama-cpp-python's HTTP 500 "validation error" at ``('body', 'response_format', ...)``) is
 asked in the next shape, and the rejection is remembered by the prompter (one prompter talks to one
 endpoint), so later calls start with the shape that worked, or with none.  The answer is parsed as
 the schema's object ``{"edges": [...]}``; an answer that is not (a server that ignored the format)
@@ -27,6 +28,8 @@ __all__ = ["EDGES", "edge_selection_schema", "parse_structured", "rejects_respon
 #: The field of the structured answer that holds the selected edges.
 EDGES = "edges"
 _REJECTED = re.compile(r"\b(400|422)\b")
+#: llama-cpp-python's server refuses an unsupported shape with HTTP 500 and pydantic's message for the field.
+_VALIDATION = re.compile(r"validation error.*['\"]body['\"],\s*['\"]response_format['\"]", re.DOTALL)
 
 
 def edge_selection_schema(terms: dict) -> dict:
@@ -58,7 +61,8 @@ def response_formats(name: str, schema: dict) -> list[dict]:
 
 
 def rejects_response_format(error: BaseException) -> bool:
-    """Whether ``error`` is an endpoint refusing the request's ``response_format`` (HTTP 400 or 422 naming it).
+    """Whether ``error`` is an endpoint refusing the request's ``response_format`` (HTTP 400 or 422 naming it, or
+    a request validation error naming it whatever the status).
 
     :param error: an :class:`~trustgraph_flow.model.text_completion.LlmError`, or the ``ServiceError`` the
         text-completion service's reply becomes over the bus (its message carries the HTTP status).
@@ -67,6 +71,8 @@ def rejects_response_format(error: BaseException) -> bool:
     if "response_format" not in text:
         return False
     status = getattr(error, "status", None)
+    if _VALIDATION.search(text):
+        return True
     return status in (400, 422) or (status is None and _REJECTED.search(text) is not None)
 
 

@@ -152,7 +152,7 @@ class _State:
     api_key: str | None
     prompter: Any
     embedder: Any
-    reject_response_format: bool = False
+    reject_response_format: bool | str = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     faults: list[Fault] = field(default_factory=list)
@@ -262,11 +262,12 @@ class LocalOpenAIServer:
         """
         self._add(count, Fault("malformed", CHAT, text=text))
 
-    def reject_response_format(self, reject: bool = True) -> None:
+    def reject_response_format(self, reject: bool | str = True) -> None:
         """Answer every chat request that carries ``response_format`` with HTTP 400 naming it (as servers that do
         not support structured output do), or stop doing so.
 
-        :param reject: True to reject, False to honour it again.
+        :param reject: True to reject, False to honour it again, ``"llama"`` to reject as llama-cpp-python 0.3.36
+            does: any shape but ``text`` and ``json_object`` with HTTP 500 and pydantic's validation message.
         """
         self._state.reject_response_format = reject
 
@@ -490,7 +491,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(messages, list) or not messages:
             raise _HttpError(400, "'messages' must be a non-empty list")
         response_format = body.get("response_format") or {}
-        if response_format and self.state.reject_response_format:
+        if response_format and self.state.reject_response_format == "llama":
+            if response_format.get("type") not in ("text", "json_object"):
+                # llama-cpp-python 0.3.36's answer to a shape it does not know: pydantic's error, as a server error
+                raise _HttpError(500, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                                      "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", "
+                                      f"'input': {response_format.get('type')!r}}}")
+        elif response_format and self.state.reject_response_format:
             raise _HttpError(400, "Unsupported parameter: 'response_format' is not supported by this server "
                                   "(the test server was told to reject it)")
         fault = self._apply_delay_and_faults(CHAT)

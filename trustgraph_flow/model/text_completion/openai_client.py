@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+#: A request validation error reported as a server error (pydantic's message naming a field of the body).
+_REQUEST_VALIDATION = re.compile(r"validation error.*\(?['\"]body['\"],", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -209,8 +212,12 @@ class OpenAICompletion:
             return LlmError(self.endpoint, self._timed_out(), retryable=True)
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
-            retryable = status in RETRYABLE_STATUS or status >= 500
-            kind = "rate limited" if status == 429 else ("server error" if status >= 500 else "request rejected")
+            # llama-cpp-python's server answers a request its validation refuses with HTTP 500 ("1 validation
+            # error: ... ('body', ...)"): the request is at fault, so asking again cannot help
+            invalid_request = status >= 500 and _REQUEST_VALIDATION.search(str(exc.message)) is not None
+            retryable = (status in RETRYABLE_STATUS or status >= 500) and not invalid_request
+            kind = "rate limited" if status == 429 else (
+                "server error" if status >= 500 and not invalid_request else "request rejected")
             return LlmError(self.endpoint, f"HTTP {status} {kind}: {exc.message}", retryable, status)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
