@@ -8,6 +8,8 @@ A :class:`ProcessorEntry` says what a processor is and how it talks on the bus:
 * ``stores``: the stores it needs, constructor parameter -> store (:data:`STORES`);
 * ``serves`` / ``calls``: the request/response services it answers / is a client of;
 * ``consumes`` / ``feeds``: the flow (work) queues it reads / writes while handling messages;
+* ``hears``: the broadcasts it subscribes to, every instance with a subscription of its own (the agent hears
+  ``agent-cancel``: stop these sub-agents);
 * ``starts``: flows it writes only when a request asks for it (the librarian's
   ``process-document`` starts ``document-load``); a closure follows them only when named;
 * ``needs_llm``: it runs only where an LLM endpoint is configured;
@@ -72,6 +74,8 @@ class ProcessorEntry:
     feeds: tuple[str, ...] = ()
     #: flows written only when a request asks for it (followed by :func:`closure` only when named)
     starts: tuple[str, ...] = ()
+    #: broadcasts every instance subscribes to on its own
+    hears: tuple[str, ...] = ()
     needs_llm: bool = False
     env: tuple[str, ...] = ()
     #: the docker-compose profile (``""``: started by ``docker compose up``)
@@ -140,7 +144,7 @@ PROCESSORS: dict[str, ProcessorEntry] = {e.id: e for e in [
     ProcessorEntry("agent-manager-react", _F + "agent.react.service:AgentService",
                    serves=("agent",),
                    calls=("prompt", "trace-claim", "graph-rag", "document-rag", "text-completion", "agent"),
-                   feeds=("triples-store", "answer-store"), env=LLM_ENV),
+                   feeds=("triples-store", "answer-store"), hears=("agent-cancel",), env=LLM_ENV),
     ProcessorEntry("api-gateway", _F + "gateway.service:ApiGateway",
                    calls=("graph-rag", "document-rag", "agent", "triples", "librarian", "trace-list", "trace-admin"),
                    feeds=("triples-store", "entity-contexts"),

@@ -459,3 +459,75 @@ async def test_a_failing_step_is_recorded_its_dependant_is_not_run_and_an_unusab
     assert bad_by[f"{bad_root}/error"][ns.TG_STAGE] == ["plan"] and f"{bad_root}/plan" not in bad_by
     report = validate_trace(bad_trace)
     assert report.conforms, [v.message for v in report.violations]
+
+
+async def test_cancelling_a_supervisor_run_stops_its_subagents(deployment, llm_server, llm_settings):
+    """The supervisor is cancelled while its three sub-agents wait on a slow model: it broadcasts an
+    ``agent-cancel`` notice, the replicas running them stop them (no model request of theirs follows), and each
+    sub-agent's trace ends complete with an Error saying its supervisor cancelled it.  A notice for the same
+    sessions of another user, or of another collection, stops nothing."""
+    from trustgraph_base.schema import AgentCancel
+    from trustgraph_flow.agent.patterns.orchestrator import CANCELLED_BY_SUPERVISOR
+
+    def script(template_id, terms, messages):
+        if template_id == "agent-decompose":
+            return "\n".join(json.dumps({"goal": g}) for g in GOALS)
+        if template_id == "agent-react":  # never done: each sub-agent would go on with a tool call
+            return f'Thought: look it up\nAction: knowledge-query\nArgs: {json.dumps({"question": terms["question"]})}'
+        return ""
+
+    llm_server.set_script(script)
+    llm_server.set_latency(4000)  # every model answer takes 4 s
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        service = stack.get("agent-manager-react")
+        sid = f"supc-{uuid.uuid4().hex[:8]}"
+        root = f"urn:trustgraph:agent:{sid}"
+        subs = [f"{sid}-g{n}" for n in (1, 2, 3)]
+        sent: list = []
+
+        async def emit(message):
+            sent.append(message)
+
+        run = asyncio.create_task(service.orchestrator.run(AgentRequest(
+            question="Three questions about the Curies", user=deployment.user, collection=deployment.collection,
+            session_id=sid, pattern="supervisor"), emit))
+        deadline = time.monotonic() + 60
+        while llm_server.template_ids().count("agent-react") < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert llm_server.template_ids().count("agent-react") == 3, llm_server.template_ids()
+        running = {(deployment.user, deployment.collection, s) for s in subs}
+        assert running <= set(service.running)  # every sub-agent is a run of this stack's agent service
+
+        # notices for the same session ids of another user and of another collection stop nothing
+        for user, collection in (("someone-else", deployment.collection), (deployment.user, "another")):
+            await service.producer("cancel").send(AgentCancel(user=user, collection=collection,
+                                                              session_ids=subs, reason="not yours"))
+        await asyncio.sleep(1.0)
+        assert running <= set(service.running) and not run.done()
+
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        requests_at_cancel = len(llm_server.chat_requests())
+        deadline = time.monotonic() + 10
+        while running & set(service.running) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not running & set(service.running), "a sub-agent is still running"
+        # each sub-agent's model call in flight ends (4 s); none of them asks the model anything more
+        await asyncio.sleep(6.0)
+        assert llm_server.template_ids()[requests_at_cancel:] == []
+        assert not [m for m in sent if m.message_type == "answer"]
+
+        for s in subs:
+            stored = await stored_trace(stack, deployment, f"urn:trustgraph:agent:{s}")
+            by = by_subject(stored)
+            error = f"urn:trustgraph:agent:{s}/error"
+            assert ns.TG_ERROR in types_of(by, error), sorted(by)
+            assert by[error][ns.TG_ERROR_MESSAGE] == [CANCELLED_BY_SUPERVISOR]
+            assert parents(by, error) == {f"urn:trustgraph:agent:{s}"}
+            assert parents(by, f"urn:trustgraph:agent:{s}") == {f"{root}/decompose"}
+            assert validate_trace(stored).conforms
+    finally:
+        llm_server.set_latency(0)
+        await stack.stop()

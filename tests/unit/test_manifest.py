@@ -18,7 +18,7 @@ import pytest
 from trustgraph_base.processor.launcher import ConfigurationError, add_common_args, build_group
 from trustgraph_base.pubsub.memory import MemoryBackend
 from trustgraph_base.pubsub.pulsar import PulsarBackend
-from trustgraph_base.pubsub.topics import flow_queue, request_queue
+from trustgraph_base.pubsub.topics import flow_queue, notify_queue, request_queue
 from trustgraph_flow.common.stores import STORE_FLAGS
 from trustgraph_flow.manifest import FLOW_NAMES, PROCESSORS, closure, processor_class
 from trustgraph_flow.storage.triples.service import TriplesWriteService
@@ -66,7 +66,7 @@ def test_the_entry_says_what_the_processor_serves_calls_consumes_and_feeds(pid, 
     consumed = {spec.queue for spec in processor._consumer_specs}
     produced = {spec.queue for spec in processor._producer_specs if spec.queue.startswith("flow:")}
     assert consumed == ({request_queue(s, flow) for s in entry.serves}
-                        | {flow_queue(f, flow) for f in entry.consumes})
+                        | {flow_queue(f, flow) for f in entry.consumes} | {notify_queue(b) for b in entry.hears})
     assert produced == {flow_queue(f, flow) for f in (*entry.feeds, *entry.starts)}
     assert {spec.service for spec in processor._client_specs} == set(entry.calls)
     for store in getattr(processor, "_owned_stores", ()):

@@ -1,6 +1,6 @@
 """Message schemas (dataclasses) shared by all services; encoded with :mod:`trustgraph_base.codec`."""
 
-from .agent import AgentRequest, AgentResponse, AgentStep
+from .agent import AgentCancel, AgentRequest, AgentResponse, AgentStep
 from .ingest import Chunk, DocumentRef, EntityContext, EntityContexts, IngestProgress, TextPage
 from .library import (
     DocumentMetadata,
@@ -71,6 +71,7 @@ __all__ = [
     "LITERAL",
     "TERM_TYPES",
     "TRIPLE",
+    "AgentCancel",
     "AgentRequest",
     "AgentResponse",
     "AgentStep",

@@ -61,3 +61,15 @@ class AgentResponse:
     in_token: int = 0
     out_token: int = 0
     model: str = ""
+
+
+@dataclass
+class AgentCancel:
+    """A broadcast to every agent replica: stop the runs of these sessions (a cancelled or failed supervisor's
+    sub-agents).  Only runs of the same ``user`` and ``collection`` are stopped."""
+
+    user: str = ""
+    collection: str = ""
+    session_ids: list[str] = field(default_factory=list)
+    #: Why, recorded as the cancelled runs' Error.
+    reason: str = ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Generic, Protocol, TypedDict, TypeVar
@@ -149,11 +150,19 @@ class QuerySession(Generic[R]):
         self._stamps: dict[str, Triple] = {}  # stage URI -> its prov:generatedAtTime, made when it is first stored
 
     async def run(self, query: Callable[[], Awaitable[None]]) -> None:
-        """Run ``query``; a failure ends the session (and its trace) with an error, a cancellation goes on up."""
+        """Run ``query``; a failure ends the session (and its trace) with an error, a cancellation goes on up,
+        except one made by :func:`cancel_with_reason`: that ends the session with an error saying why."""
         try:
             await query()
         except Exception as e:  # noqa: BLE001 - every failure ends the session with an error
             await self._fail(e)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            reason = _CANCEL_REASONS.pop(task, None) if task is not None else None
+            if task is None or reason is None:
+                raise
+            task.uncancel()
+            await self._fail(Cancelled(reason))
 
     # ------------------------------------------------------------ messages
     async def send(self, message: R) -> None:
@@ -279,3 +288,22 @@ class QuerySession(Generic[R]):
                 log.error("could not record the error of %s: %s", self.subject, e)
         await self.stream.settle()  # the queued explain events first; one that failed is logged
         await self.send(self.failure(error, message, self.trace_fields() if stored else {}))
+
+
+class Cancelled(Exception):
+    """A session stopped on purpose (:func:`cancel_with_reason`); its message is the reason."""
+
+
+#: Tasks cancelled with a reason to record, until their session has recorded it.
+_CANCEL_REASONS: weakref.WeakKeyDictionary[asyncio.Task, str] = weakref.WeakKeyDictionary()
+
+
+def cancel_with_reason(task: asyncio.Task, reason: str) -> None:
+    """Cancel ``task`` so that the query session running in it ends complete, with an Error saying ``reason``
+    (a plain cancellation records nothing more).
+
+    :param task: the task running :meth:`QuerySession.run`.
+    :param reason: the Error stage's message.
+    """
+    _CANCEL_REASONS[task] = reason
+    task.cancel()

@@ -15,6 +15,7 @@ from typing import Any
 from trustgraph_base.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 from trustgraph_base.pubsub.topics import flow_queue, notify_queue, request_queue, response_queue
 from trustgraph_base.schema import (
+    AgentCancel,
     AgentRequest,
     AgentResponse,
     Chunk,
@@ -182,5 +183,14 @@ def progress_queue() -> str:
     return notify_queue(INGEST_PROGRESS)
 
 
+#: Broadcast to every agent replica: stop these sub-agent sessions (:class:`AgentCancel`).
+AGENT_CANCEL = "agent-cancel"
+
+
+def agent_cancel_queue() -> str:
+    return notify_queue(AGENT_CANCEL)
+
+
 __all__ = ["SERVICES", "FLOWS", "INGEST_PROGRESS", "Service", "client_spec", "request_spec", "flow_spec",
-           "flow_producer_spec", "explain_producer_specs", "progress_queue", "IngestProgress"]
+           "flow_producer_spec", "explain_producer_specs", "progress_queue", "IngestProgress",
+           "AGENT_CANCEL", "agent_cancel_queue", "AgentCancel"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +44,8 @@ from ..react.agent import Emit, ReactAgent, _failed
 from ..react.tools import Tool
 from .replies import PATTERNS, PlanStep, parse_goals, parse_pattern_choice, parse_plan
 
+log = logging.getLogger(__name__)
+
 PATTERN_DESCRIPTIONS = {
     "react": "one line of reasoning with tool calls, for a single question",
     "plan-then-execute": "a plan of steps where later steps need the results of earlier ones",
@@ -52,6 +55,12 @@ PATTERN_DESCRIPTIONS = {
 
 class SubagentPorts(Protocol):
     def run_subagent(self, request: AgentRequest) -> AsyncIterator[AgentResponse]: ...
+
+    async def cancel_subagents(self, user: str, collection: str, session_ids: list[str], reason: str) -> None: ...
+
+
+#: The Error a sub-agent records when its supervisor's run is cancelled or fails.
+CANCELLED_BY_SUPERVISOR = "cancelled by its supervisor"
 
 
 @dataclass
@@ -238,7 +247,18 @@ class AgentOrchestrator:
                                                            error=result.error), answer=(uri, text))
             return result
 
-        results = await _all([asyncio.ensure_future(run_goal(n, g)) for n, g in enumerate(goals, 1)])
+        branches = [asyncio.ensure_future(run_goal(n, g)) for n, g in enumerate(goals, 1)]
+        try:
+            results = await _all(branches)
+        except BaseException:
+            # a sub-agent request runs wherever a replica took it: tell every replica to stop those still running
+            running = [f"{req.session_id}-g{n}" for n, b in enumerate(branches, 1) if not b.done() or b.cancelled()]
+            if session.explainable and running:
+                try:
+                    await self.ports.cancel_subagents(req.user, req.collection, running, CANCELLED_BY_SUPERVISOR)
+                except Exception as e:  # noqa: BLE001 - the run's own failure or cancellation goes on
+                    log.error("could not cancel the sub-agents of agent session %s: %s", req.session_id, e)
+            raise
         await self._synthesise(req, session, results, "subagents-complete")
 
     # ------------------------------------------------------------ the end
@@ -278,7 +298,7 @@ def _note(session: QuerySession, message: AgentResponse) -> None:
     session.stream.send_soon(message)
 
 
-async def _all(tasks: list[asyncio.Future[BranchResult]]) -> list[BranchResult]:
+async def _all(tasks: Sequence[asyncio.Future[BranchResult]]) -> list[BranchResult]:
     """Every branch's result; when the run fails or is cancelled, every branch still running is cancelled."""
     try:
         return list(await asyncio.gather(*tasks))

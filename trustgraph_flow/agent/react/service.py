@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import uuid
 from collections.abc import AsyncIterator
 
 from trustgraph_base.processor import Processor, ServiceError, launch, raise_on_error
+from trustgraph_base.processor.specs import ConsumerSpec, ProducerSpec
 from trustgraph_base.schema import (
+    AgentCancel,
     AgentRequest,
     AgentResponse,
     DocumentRagQuery,
@@ -17,8 +21,8 @@ from trustgraph_base.schema import (
 )
 
 from ...common.ports import BusPorts
-from ...common.query_session import NO_ANSWER_ERROR
-from ...common.services import client_spec, explain_producer_specs, request_spec
+from ...common.query_session import NO_ANSWER_ERROR, cancel_with_reason
+from ...common.services import agent_cancel_queue, client_spec, explain_producer_specs, request_spec
 from ..patterns import AgentOrchestrator
 from .agent import AgentSettings, ReactAgent, ToolOutcome
 from .tools import DEFAULT_TOOLS, Tool, load_tools
@@ -46,6 +50,11 @@ class AgentPorts(BusPorts):
         """The response stream of ``request`` sent to the agent service (any replica may take it)."""
         async for resp in self.p.client("agent").stream(request):
             yield resp
+
+    async def cancel_subagents(self, user: str, collection: str, session_ids: list[str], reason: str) -> None:
+        """Tell every agent replica to stop these sub-agent sessions of ``user``'s ``collection``."""
+        await self.p.producer("cancel").send(AgentCancel(user=user, collection=collection,
+                                                         session_ids=list(session_ids), reason=reason))
 
     async def run_tool(self, tool: Tool, query: str, req: AgentRequest, parent_uri: str, explain_collection: str,
                        on_explain) -> ToolOutcome:
@@ -84,7 +93,9 @@ SUBAGENT_HANDLERS = 16
 class AgentService(Processor):
     """The agent: ReAct, plan-then-execute or supervisor per request, every stage recorded (when the request has
     a session id).  A supervisor's sub-agents are agent requests of their own, which this service (or any replica
-    of it) takes, so its request consumer runs several handlers at once: a supervisor waits on its sub-agents."""
+    of it) takes, so its request consumer runs several handlers at once: a supervisor waits on its sub-agents.
+    Every instance hears the ``agent-cancel`` broadcast and stops the runs it names (of the same user and
+    collection) that it is running."""
 
     default_id = "agent-manager-react"
 
@@ -103,6 +114,12 @@ class AgentService(Processor):
         self.add(client_spec("prompt", self.flow))
         self.add(client_spec("trace-claim", self.flow))
         self.add(client_spec("agent", self.flow))
+        # the broadcast: every instance has a subscription of its own
+        self.add(ConsumerSpec("cancel", agent_cancel_queue(), AgentCancel, self.on_cancel,
+                              subscription=f"{self.id}--cancel-{uuid.uuid4().hex[:12]}", shared=False))
+        self.add(ProducerSpec("cancel", agent_cancel_queue(), AgentCancel))
+        #: the runs this instance is handling, by (user, collection, session id)
+        self.running: dict[tuple[str, str, str], asyncio.Task] = {}
         for kind in ("graph-rag", "document-rag", "text-completion"):
             if kind in kinds:
                 self.add(client_spec(kind, self.flow))
@@ -111,7 +128,25 @@ class AgentService(Processor):
         self.orchestrator = AgentOrchestrator(self.agent)
 
     async def on_request(self, req: AgentRequest, ctx) -> None:
-        await self.orchestrator.run(req, ctx.respond)
+        task = asyncio.current_task()
+        key = (req.user, req.collection, req.session_id)
+        if not req.session_id or task is None or key in self.running:
+            await self.orchestrator.run(req, ctx.respond)
+            return
+        self.running[key] = task
+        try:
+            await self.orchestrator.run(req, ctx.respond)
+        finally:
+            if self.running.get(key) is task:
+                del self.running[key]
+
+    async def on_cancel(self, notice: AgentCancel, ctx) -> None:
+        """Stop the runs ``notice`` names that this instance is handling: only those of its user and collection."""
+        for sid in notice.session_ids:
+            task = self.running.pop((notice.user, notice.collection, sid), None)
+            if task is not None and not task.done():
+                log.info("agent session %s: %s", sid, notice.reason or "cancelled")
+                cancel_with_reason(task, notice.reason or "cancelled")
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
