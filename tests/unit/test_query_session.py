@@ -15,7 +15,13 @@ from trustgraph_base.provenance import uris
 from trustgraph_base.provenance.triples import exploration_triples, question_triples
 from trustgraph_base.schema import IRI, AgentResponse, Error, GraphRagResponse, Term, TriplePattern
 from trustgraph_base.store.triples import open_triples_store
-from trustgraph_flow.common.query_session import NO_ANSWER_ERROR, QuerySession, alongside, check_question
+from trustgraph_flow.common.query_session import (
+    NO_ANSWER_ERROR,
+    QuerySession,
+    alongside,
+    cancel_with_reason,
+    check_question,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -173,6 +179,38 @@ def test_a_cancelled_query_writes_no_error_and_cancels_the_request_beside_it(tmp
     assert beside[0].cancelled()
     assert set(ports.stages()) == {q}  # no Error stage: the trace stays incomplete
     assert not any(m.error for m in sent)
+
+
+def test_a_query_cancelled_with_a_reason_ends_its_trace_with_an_error_saying_it(tmp_path):
+    """A supervisor's sub-agent stopped by an ``agent-cancel`` notice: its trace ends failed, not incomplete."""
+    ports = SqliteExplainStore(tmp_path)
+    sent: list = []
+    beside: list[asyncio.Future] = []
+
+    async def main():
+        qid, session = new_session(ports, sent)
+        q = uris.question_uri(qid)
+
+        async def query():
+            await session.explain(q, question_triples(q, "Who?"))
+            async with alongside(asyncio.sleep(60)) as request:
+                beside.append(request)
+                await asyncio.sleep(60)
+
+        running = asyncio.ensure_future(session.run(query))
+        await asyncio.sleep(0.05)
+        cancel_with_reason(running, "cancelled by its supervisor")
+        await running  # ends normally: the cancellation became the session's error
+        return qid, q
+
+    qid, q = asyncio.run(main())
+    err = uris.error_uri(qid)
+    assert beside[0].cancelled()
+    stored = ports.stages()
+    assert set(stored) == {q, err} and ns.TG_ERROR in stored[err]
+    assert [t.o.value for t in ports.store.query(USER, COLLECTION, TriplePattern(
+        s=Term(IRI, err), p=Term(IRI, ns.TG_ERROR_MESSAGE)))] == ["cancelled by its supervisor"]
+    assert sent[-1].error.message == "cancelled by its supervisor" and sent[-1].end_of_session
 
 
 def test_whitespace_before_the_answer_goes_with_its_first_text_and_an_empty_answer_is_no_answer(tmp_path):
