@@ -465,9 +465,11 @@ async def test_cancelling_a_supervisor_run_stops_its_subagents(deployment, llm_s
     """The supervisor is cancelled while its three sub-agents wait on a slow model: it broadcasts an
     ``agent-cancel`` notice, the replicas running them stop them (no model request of theirs follows), and each
     sub-agent's trace ends complete with an Error saying its supervisor cancelled it.  A notice for the same
-    sessions of another user, or of another collection, stops nothing."""
+    sessions of another user, or of another collection, stops nothing.  On Pulsar a second agent replica (another
+    embedded group on the same bus) takes sub-agents too."""
     from trustgraph_base.schema import AgentCancel
     from trustgraph_flow.agent.patterns.orchestrator import CANCELLED_BY_SUPERVISOR
+    from trustgraph_flow.embedded import start_embedded
 
     def script(template_id, terms, messages):
         if template_id == "agent-decompose":
@@ -478,9 +480,19 @@ async def test_cancelling_a_supervisor_run_stops_its_subagents(deployment, llm_s
 
     llm_server.set_script(script)
     llm_server.set_latency(4000)  # every model answer takes 4 s
-    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    settings = llm_settings(llm_server)
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=settings)
+    replica = None
     try:
+        if deployment.kind == "distributed":
+            replica = await start_embedded(only=("agent-manager-react",), llm="openai", settings=settings,
+                                           backend=deployment.backend(), flow=stack.flow, **deployment.store_kwargs())
         service = stack.get("agent-manager-react")
+        replicas = [service] + ([replica.get("agent-manager-react")] if replica is not None else [])
+
+        def runs() -> set:
+            """The runs every agent replica is handling."""
+            return {key for r in replicas for key in r.running}
         sid = f"supc-{uuid.uuid4().hex[:8]}"
         root = f"urn:trustgraph:agent:{sid}"
         subs = [f"{sid}-g{n}" for n in (1, 2, 3)]
@@ -497,23 +509,23 @@ async def test_cancelling_a_supervisor_run_stops_its_subagents(deployment, llm_s
             await asyncio.sleep(0.05)
         assert llm_server.template_ids().count("agent-react") == 3, llm_server.template_ids()
         running = {(deployment.user, deployment.collection, s) for s in subs}
-        assert running <= set(service.running)  # every sub-agent is a run of this stack's agent service
+        assert running <= runs()  # every sub-agent is a run of one of the agent replicas
 
         # notices for the same session ids of another user and of another collection stop nothing
         for user, collection in (("someone-else", deployment.collection), (deployment.user, "another")):
             await service.producer("cancel").send(AgentCancel(user=user, collection=collection,
                                                               session_ids=subs, reason="not yours"))
         await asyncio.sleep(1.0)
-        assert running <= set(service.running) and not run.done()
+        assert running <= runs() and not run.done()
 
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
         requests_at_cancel = len(llm_server.chat_requests())
         deadline = time.monotonic() + 10
-        while running & set(service.running) and time.monotonic() < deadline:
+        while running & runs() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert not running & set(service.running), "a sub-agent is still running"
+        assert not running & runs(), "a sub-agent is still running"
         # each sub-agent's model call in flight ends (4 s); none of them asks the model anything more
         await asyncio.sleep(6.0)
         assert llm_server.template_ids()[requests_at_cancel:] == []
@@ -530,4 +542,6 @@ async def test_cancelling_a_supervisor_run_stops_its_subagents(deployment, llm_s
             assert validate_trace(stored).conforms
     finally:
         llm_server.set_latency(0)
+        if replica is not None:
+            await replica.stop()
         await stack.stop()
