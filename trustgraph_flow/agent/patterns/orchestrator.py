@@ -11,8 +11,9 @@ rule; otherwise ``agent-pattern-select``) and records the choice and its reason 
 
 A failed step or sub-agent is a recorded result carrying its error (``tg:toolError``), a step that depends on
 it is not run (its result says why), and the synthesis is told what is missing; the run still ends with a
-Synthesis and a Conclusion.  A cancelled run cancels every branch with it.  The trace is a DAG
-(docs/trace-model.md): every node is derived from each of its inputs.
+Synthesis and a Conclusion.  A cancelled run cancels every branch with it; a supervisor's sub-agents, which
+may run on any replica, are stopped by an ``agent-cancel`` broadcast (each sub-agent's trace ends with an Error).
+The trace is a DAG (docs/trace-model.md): every node is derived from each of its inputs.
 """
 
 from __future__ import annotations
