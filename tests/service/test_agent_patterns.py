@@ -545,3 +545,32 @@ async def test_cancelling_a_supervisor_run_stops_its_subagents(deployment, llm_s
         if replica is not None:
             await replica.stop()
         await stack.stop()
+
+
+async def test_a_subagent_request_taken_after_its_cancel_notice_is_refused(deployment, llm_server, llm_settings):
+    """A notice can come before any replica took the sub-agent's request (it waits on the bus): the request is
+    refused when taken, with the notice's reason, and asks the model nothing."""
+    from trustgraph_base.schema import AgentCancel
+    from trustgraph_flow.agent.patterns.orchestrator import CANCELLED_BY_SUPERVISOR
+
+    llm_server.set_script(supervisor_script())
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        service = stack.get("agent-manager-react")
+        sid = f"supq-{uuid.uuid4().hex[:8]}-g1"
+        key = (deployment.user, deployment.collection, sid)
+        await service.producer("cancel").send(AgentCancel(user=deployment.user, collection=deployment.collection,
+                                                          session_ids=[sid], reason=CANCELLED_BY_SUPERVISOR))
+        deadline = time.monotonic() + 10
+        while key not in service.stopped and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert key in service.stopped
+        msgs = await stream(stack, "agent", AgentRequest(question=GOALS[0], user=deployment.user,
+                                                         collection=deployment.collection, session_id=sid,
+                                                         pattern="react"))
+        assert msgs[-1].end_of_dialog and msgs[-1].error is not None
+        assert msgs[-1].error.message == CANCELLED_BY_SUPERVISOR
+        assert llm_server.template_ids() == [] and key not in service.stopped
+        assert await stored_trace(stack, deployment, f"urn:trustgraph:agent:{sid}") == []
+    finally:
+        await stack.stop()

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -16,6 +17,7 @@ from trustgraph_base.schema import (
     AgentRequest,
     AgentResponse,
     DocumentRagQuery,
+    Error,
     GraphRagQuery,
     TextCompletionRequest,
 )
@@ -86,6 +88,10 @@ class AgentPorts(BusPorts):
             return ToolOutcome(f"Error: the {tool.name} tool failed: {e}", error=str(e))
 
 
+#: Seconds a notice about a session this instance is not running is remembered: its request, still on the bus,
+#: is refused when taken within them (the agent service's client deadline).
+STOPPED_FOR = 900.0
+
 #: Agent requests one service instance handles at once (at least): a supervisor and its sub-agents.
 SUBAGENT_HANDLERS = 16
 
@@ -120,6 +126,9 @@ class AgentService(Processor):
         self.add(ProducerSpec("cancel", agent_cancel_queue(), AgentCancel))
         #: the runs this instance is handling, by (user, collection, session id)
         self.running: dict[tuple[str, str, str], asyncio.Task] = {}
+        #: sessions a notice named before this instance ran them (their request may still be on the bus): when
+        #: noticed and why, so one taken later is refused instead of run
+        self.stopped: dict[tuple[str, str, str], tuple[float, str]] = {}
         for kind in ("graph-rag", "document-rag", "text-completion"):
             if kind in kinds:
                 self.add(client_spec(kind, self.flow))
@@ -130,6 +139,11 @@ class AgentService(Processor):
     async def on_request(self, req: AgentRequest, ctx) -> None:
         task = asyncio.current_task()
         key = (req.user, req.collection, req.session_id)
+        if key in self.stopped:
+            reason = self.stopped.pop(key)[1]
+            await ctx.respond(AgentResponse(message_type="error", content=reason, error=Error("agent-error", reason),
+                                            end_of_message=True, end_of_dialog=True))
+            return
         if not req.session_id or task is None or key in self.running:
             await self.orchestrator.run(req, ctx.respond)
             return
@@ -142,11 +156,17 @@ class AgentService(Processor):
 
     async def on_cancel(self, notice: AgentCancel, ctx) -> None:
         """Stop the runs ``notice`` names that this instance is handling: only those of its user and collection."""
+        reason = notice.reason or "cancelled"
+        now = time.monotonic()
+        self.stopped = {k: v for k, v in self.stopped.items() if now - v[0] < STOPPED_FOR}
         for sid in notice.session_ids:
-            task = self.running.pop((notice.user, notice.collection, sid), None)
+            key = (notice.user, notice.collection, sid)
+            task = self.running.pop(key, None)
             if task is not None and not task.done():
-                log.info("agent session %s: %s", sid, notice.reason or "cancelled")
-                cancel_with_reason(task, notice.reason or "cancelled")
+                log.info("agent session %s: %s", sid, reason)
+                cancel_with_reason(task, reason)
+            elif sid:
+                self.stopped[key] = (now, reason)
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
