@@ -20,6 +20,7 @@ import json
 import statistics
 import uuid
 
+from .agent import PROCESSORS, TOOLS  # the same stack and tool as the ReAct benchmark
 from .common import Figure, Results, spread
 from .harness import (
     LlmEndpoint,
@@ -35,9 +36,6 @@ from .harness import (
     stream_request,
 )
 
-PROCESSORS = ("triples-write", "prompt", "text-completion", "agent-manager-react")
-TOOLS = [{"name": "ask-llm", "kind": "text-completion", "description": "Ask the language model a question.",
-          "arguments": [{"name": "question", "description": "the question"}]}]
 #: Tool calls of one sub-agent (and of the react run measured alone).
 SUBAGENT_TOOL_CALLS = 4
 #: Fixed delay of every model answer: long enough that a run's time is mostly the model's, as with a real one.
