@@ -196,6 +196,26 @@ async def test_document_rag_call_without_usage_is_not_reported(deployment, llm_s
     assert (msgs[-1].in_token, msgs[-1].out_token, msgs[-1].unreported_calls) == (None, None, 1)
 
 
+async def test_agent_calls_without_usage_are_not_reported(deployment, llm_server, llm_settings):
+    llm_server.set_script(agent_script([
+        'Thought: I should ask the knowledge graph.\nAction: knowledge-query\n'
+        'Args: {"question": "Who discovered polonium?"}',
+        "Thought: I know it now.\nFinal Answer: Marie and Pierre Curie discovered polonium.",
+    ]))
+    llm_server.omit_stream_usage()
+    stack = await deployment.start(QUERY_STACK, llm="openai", settings=llm_settings(llm_server))
+    try:
+        usage, trace, _ = await ask(stack, deployment, "agent", AgentRequest(
+            question="Who discovered polonium?", user=deployment.user, collection=deployment.collection,
+            session_id=f"usage-{uuid.uuid4().hex[:8]}"))
+        stored = await stored_trace(stack, deployment, trace["uri"])
+    finally:
+        await stack.stop()
+    # step 1, the GraphRAG query it asked (edge selection, synthesis), and the answer: none reported usage
+    assert_recorded_as_not_reported(usage, trace, stored, 4)
+    assert usage.unreported() == 4 and usage.totals() == (0, 0, ["scripted"])
+
+
 def test_totals_over_some_unreported_calls_are_partial(capsys):
     from trustgraph_cli.usage import LlmCall
 
