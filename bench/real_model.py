@@ -81,11 +81,12 @@ class PrivateServer:
 
 
 def _usage_sum(usages: list[dict | None]) -> tuple[int, int, int]:
-    """Prompt and completion tokens summed, and how many calls reported none (llama.cpp's server sends no
-    usage with a streamed answer, and the trace then records 0 tokens)."""
-    prompt = sum(u["in_token"] for u in usages if u)
-    completion = sum(u["out_token"] for u in usages if u)
-    unreported = sum(1 for u in usages if not u or (u["in_token"] == 0 and u["out_token"] == 0))
+    """Prompt and completion tokens summed over the calls that reported them, and how many calls reported none
+    (llama.cpp's server sends no usage with a streamed answer: the trace then records the model and no token
+    counts)."""
+    prompt = sum(u["in_token"] or 0 for u in usages if u)
+    completion = sum(u["out_token"] or 0 for u in usages if u)
+    unreported = sum(1 for u in usages if not u or (u["in_token"] is None and u["out_token"] is None))
     return prompt, completion, unreported
 
 

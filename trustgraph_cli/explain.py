@@ -169,11 +169,12 @@ def _no_trace(uri: str, user: str, collection: str) -> str:
 
 
 def _usage_text(usage: dict | None) -> str:
-    """``Model: m (120 in / 30 out tokens)`` for a stage's model call; ``""`` when none was recorded."""
+    """``Model: m (120 in / 30 out tokens)`` for a stage's model call (``tokens not reported`` when the endpoint
+    sent no usage); ``""`` when none was recorded."""
     if not usage:
         return ""
     tokens = " / ".join(f"{usage[k]} {k.split('_')[0]}" for k in ("in_token", "out_token") if usage[k] is not None)
-    return f"Model: {usage.get('model') or '?'}" + (f" ({tokens} tokens)" if tokens else "")
+    return f"Model: {usage.get('model') or '?'}" + (f" ({tokens} tokens)" if tokens else " (tokens not reported)")
 
 
 def _answer(text: str | None, max_answer: int) -> list[str]:

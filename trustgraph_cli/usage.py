@@ -6,6 +6,10 @@ while the query runs.  An agent's tool calls are GraphRAG or DocumentRAG queries
 their own, of which the agent forwards only the Question: their calls are read from the stored
 sub-traces once the agent has answered.  Printed on stderr, so stdout keeps just the answer, in
 TrustGraph's form for the totals (``Input tokens: N Output tokens: M Model: X``).
+
+A call whose endpoint reported no usage (llama.cpp's server sends none with a streamed answer)
+recorded its model but no token counts: it is printed as ``tokens not reported by the endpoint``,
+and the totals, which then sum only the calls that reported, say how many calls did not.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import Any
 from .common import err_line
 
 __all__ = ["LlmCall", "UsageLog"]
+
+#: What a call without token counts prints instead of them.
+NOT_REPORTED = "tokens not reported by the endpoint"
 
 #: Seconds to wait for an agent's sub-trace to be stored (the distributed stores write asynchronously).
 SUB_TRACE_WAIT = 20.0
@@ -34,6 +41,11 @@ class LlmCall:
     in_token: int | None
     out_token: int | None
     model: str
+
+    @property
+    def reported(self) -> bool:
+        """Whether the endpoint reported the call's token counts."""
+        return self.in_token is not None or self.out_token is not None
 
 
 @dataclass
@@ -86,16 +98,26 @@ class UsageLog:
             self.calls[at:at] = calls
 
     def totals(self) -> tuple[int, int, list[str]]:
-        """Prompt tokens, completion tokens and the models (in order of first use) over every call."""
+        """Prompt tokens, completion tokens (over the calls that reported them: see :meth:`unreported`) and
+        the models (in order of first use) over every call."""
         models = list(dict.fromkeys(c.model for c in self.calls if c.model))
         return (sum(c.in_token or 0 for c in self.calls), sum(c.out_token or 0 for c in self.calls), models)
+
+    def unreported(self) -> int:
+        """How many calls reported no token counts (the totals leave them out)."""
+        return sum(1 for c in self.calls if not c.reported)
 
     def print(self) -> None:
         """One line per call, then the totals, on stderr."""
         for c in self.calls:
-            err_line(f"  {c.stage}: {_tokens(c.in_token, c.out_token, c.model)}  ({c.uri})")
+            line = (_tokens(c.in_token, c.out_token, c.model) if c.reported
+                    else f"{NOT_REPORTED}, Model: {c.model or '-'}")
+            err_line(f"  {c.stage}: {line}  ({c.uri})")
         in_token, out_token, models = self.totals()
-        err_line(_tokens(in_token, out_token, ", ".join(models) or "-"))
+        line = _tokens(in_token, out_token, ", ".join(models) or "-")
+        if missing := self.unreported():
+            line += f" ({missing} of {len(self.calls)} calls: {NOT_REPORTED}; the totals leave them out)"
+        err_line(line)
 
 
 def _tokens(in_token: int | None, out_token: int | None, model: str) -> str:

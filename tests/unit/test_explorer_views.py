@@ -58,3 +58,17 @@ def test_traces_of_different_kinds_and_agent_traces_compare_by_answer_only():
                                                                                    "chain": []}]}})
     assert chunks.unit == "chunks" and [c["uri"] for c in chunks.added] == ["urn:chunk:2"]
     assert [c["uri"] for c in chunks.removed] == ["urn:chunk:1"]
+
+
+def test_a_call_without_token_counts_shows_not_reported():
+    """The trace page's usage badge: counts when the endpoint reported them, "tokens not reported" when not."""
+    import jinja2
+
+    from trustgraph_flow.gateway.explorer import routes
+
+    page = (routes.HERE / "trace.html").read_text(encoding="utf-8")
+    macro = next(line for line in page.splitlines() if line.startswith("{% macro usage(u) %}"))
+    badge = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(macro + "{{ usage(u) }}")
+    reported = badge.render(u={"model": "m", "in_token": 120, "out_token": 0})
+    assert "m · 120 in / 0 out tokens" in reported and "not reported" not in reported
+    assert "llama · tokens not reported" in badge.render(u={"model": "llama", "in_token": None, "out_token": None})

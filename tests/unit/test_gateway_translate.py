@@ -251,6 +251,11 @@ def test_rag_final_message_carries_usage_and_sources():
         "model": "extractive", "sources": [{"uri": "urn:document:curie.txt",
                                             "title": "Marie and Pierre Curie: Polonium and Radium"}]}
     assert is_complete("graph-rag", final) and not is_complete("graph-rag", GraphRagResponse())
+    # TrustGraph's clients expect numbers: counts the endpoint did not report go out as 0 (docs/gateway.md)
+    unreported = GraphRagResponse(message_type="chunk", end_of_stream=True, end_of_session=True, in_token=None,
+                                  out_token=None, unreported_calls=2, model="llama")
+    assert rag_response(unreported) == {"message_type": "chunk", "end_of_stream": True, "end_of_session": True,
+                                        "in_token": 0, "out_token": 0, "model": "llama"}
 
 
 def test_agent_messages_encode_as_the_client_read_them():

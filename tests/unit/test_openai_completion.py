@@ -38,8 +38,10 @@ def server(module_server):
     module_server.clear_faults()
     module_server.clear_log()
     module_server.set_latency(0)
+    module_server.omit_stream_usage(False)
     yield module_server
     module_server.clear_faults()
+    module_server.omit_stream_usage(False)
 
 
 @pytest.fixture
@@ -88,6 +90,30 @@ async def test_stream_without_usage(server):
     assert "".join(c.text for c in chunks) == EXPECTED
     assert chunks[-1].end_of_stream and chunks[-1].in_token is None and chunks[-1].out_token is None
     assert "stream_options" not in server.chat_requests()[-1].body
+
+
+async def test_an_endpoint_that_sends_no_usage_gives_unknown_counts_not_zero(client, server):
+    server.omit_stream_usage()  # as llama-cpp-python's server: include_usage is ignored
+    result = await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    assert result.text == EXPECTED and result.model == "extractive"
+    assert (result.in_token, result.out_token) == (None, None)
+    chunks = [chunk async for chunk in client.stream(SYNTHESIS.system, SYNTHESIS.user)]
+    assert "".join(c.text for c in chunks) == EXPECTED
+    assert chunks[-1].end_of_stream and (chunks[-1].in_token, chunks[-1].out_token) == (None, None)
+    assert server.chat_requests()[-1].body["stream_options"] == {"include_usage": True}
+    # a plain (not streamed) answer carries usage from the same server
+    async with OpenAICompletion(server.base_url, "k", "m", stream_completions=False) as plain:
+        result = await plain.complete(SYNTHESIS.system, SYNTHESIS.user)
+    assert result.out_token == len(EXPECTED.split()) and result.in_token
+
+
+async def test_a_reported_zero_stays_zero():
+    with start_server("scripted", ["", ""]) as scripted:
+        async with OpenAICompletion(scripted.base_url, "k", "m") as completion:
+            result = await completion.complete("", "say nothing")
+            chunks = [chunk async for chunk in completion.stream("", "say nothing")]
+    assert result.text == "" and result.out_token == 0 and result.in_token == 2
+    assert chunks[-1].out_token == 0 and chunks[-1].in_token == 2
 
 
 # ------------------------------------------------------------------------------ retries

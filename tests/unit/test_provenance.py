@@ -277,6 +277,20 @@ def test_synthesis_triples():
         synthesis_triples(s, f, usage=LlmUsage(1.5, 0, "m"))
 
 
+def test_unreported_token_counts_record_the_model_and_no_counts():
+    """An endpoint that sent no usage: the model is recorded, the counts are left out (unknown, never 0)."""
+    from trustgraph_base.provenance.trace_model import build_trace
+    s, f = uris.synthesis_uri(SID), uris.focus_uri(SID)
+    ts = synthesis_triples(s, f, uris.answer_document_uri(SID), usage=LlmUsage(None, None, "llama"))
+    assert_well_formed(ts, G)
+    assert only(ts, s, ns.TG_LLM_MODEL) == literal("llama")
+    assert not {ns.TG_IN_TOKEN, ns.TG_OUT_TOKEN} & props(ts, s).keys()
+    q, e = uris.question_uri(SID), uris.exploration_uri(SID)
+    trace = build_trace(question_triples(q, "Who?", WHEN) + exploration_triples(e, q, 0)
+                        + focus_triples(f, e, [], SID) + ts, q)
+    assert trace["synthesis"]["usage"] == {"in_token": None, "out_token": None, "model": "llama"}
+
+
 def test_error_triples():
     err, e = uris.error_uri(SID), uris.exploration_uri(SID)
     ts = error_triples(err, e, "boom " * 2000, "focus")

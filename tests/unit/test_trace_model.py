@@ -119,7 +119,7 @@ def test_traces_stored_by_trace_model_v1_read_as_before():
     assert [(e["score"], e["concept"]) for e in graph["focus"]["selected_edges"]] == [(None, ""), (None, "")]
     assert graph["focus"]["usage"] is None
     assert graph["synthesis"]["usage"] == {"in_token": None, "out_token": None, "model": "extractive"}
-    assert "Model: extractive\n" in text_of(graph) and "Concept:" not in text_of(graph)
+    assert "Model: extractive (tokens not reported)\n" in text_of(graph) and "Concept:" not in text_of(graph)
 
 
 def test_a_graphrag_trace_of_v2_shows_its_grounding_scores_concepts_and_usage():

@@ -132,11 +132,16 @@ def test_valid_traces_conform(build):
 def test_other_valid_shapes_of_traces():
     empty_focus = (question_triples(Q, "q", WHEN) + exploration_triples(EXP, Q, 0) + focus_triples(FOC, EXP, [], "s1")
                    + synthesis_triples(SYN, FOC, uris.answer_document_uri("s1")))
+    # a model call whose endpoint reported no usage: its model and no token counts
+    unreported = (question_triples(Q, "q", WHEN) + exploration_triples(EXP, Q, 0) + focus_triples(FOC, EXP, [], "s1")
+                  + synthesis_triples(SYN, FOC, uris.answer_document_uri("s1"), usage=LlmUsage(None, None, "llama")))
+    assert not [t for t in unreported if t.p.value in (ns.TG_IN_TOKEN, ns.TG_OUT_TOKEN)]
     no_iterations = agent_trace("a2", iterations=0)
     # An agent's knowledge-query runs a GraphRAG query whose Question is derived from the Analysis.
     sub_query = question_triples(uris.question_uri("s9"), "sub", WHEN, parent_uri=uris.agent_iteration_uri("a1", 1))
     # ... which validates alone (the Analysis is in another trace) and together with the agent's trace.
-    for trace in (empty_focus, no_iterations, sub_query, agent_trace() + sub_query, graphrag_trace() + docrag_trace()):
+    for trace in (empty_focus, unreported, no_iterations, sub_query, agent_trace() + sub_query,
+                  graphrag_trace() + docrag_trace()):
         report = validate_trace(trace)
         assert report.conforms, report.text()
 

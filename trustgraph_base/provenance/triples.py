@@ -130,10 +130,10 @@ class SelectionCut:
 @dataclass(frozen=True, slots=True)
 class LlmUsage:
     """What one model call of a stage cost and which model answered (``tg:inToken``, ``tg:outToken``,
-    ``tg:llmModel``)."""
+    ``tg:llmModel``); a count of None is one the endpoint did not report (no triple: unknown, not 0)."""
 
-    in_token: int = 0
-    out_token: int = 0
+    in_token: int | None = 0
+    out_token: int | None = 0
     model: str = ""
 
 
@@ -145,8 +145,10 @@ def _usage(out: list[Triple], node: Term, usage: LlmUsage | None, graph: str) ->
     """The usage of the model call a stage made (nothing for a stage that made none)."""
     if usage is None:
         return
-    out.append(Triple(node, _c(ns.TG_IN_TOKEN), _int(usage.in_token), graph))
-    out.append(Triple(node, _c(ns.TG_OUT_TOKEN), _int(usage.out_token), graph))
+    if usage.in_token is not None:
+        out.append(Triple(node, _c(ns.TG_IN_TOKEN), _int(usage.in_token), graph))
+    if usage.out_token is not None:
+        out.append(Triple(node, _c(ns.TG_OUT_TOKEN), _int(usage.out_token), graph))
     if usage.model:
         out.append(Triple(node, _c(ns.TG_LLM_MODEL), _text(usage.model), graph))
 

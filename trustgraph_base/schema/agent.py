@@ -58,8 +58,9 @@ class AgentResponse:
     explain_triples: list[Triple] = field(default_factory=list)
     message_id: str = ""
     error: Error | None = None
-    in_token: int = 0
-    out_token: int = 0
+    #: token counts; None = not reported (the endpoint sent no usage, or no model call)
+    in_token: int | None = None
+    out_token: int | None = None
     model: str = ""
 
 

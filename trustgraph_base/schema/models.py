@@ -22,8 +22,9 @@ class TextCompletionRequest:
 class TextCompletionResponse:
     error: Error | None = None
     response: str = ""
-    in_token: int = 0
-    out_token: int = 0
+    #: token counts; None = not reported (the endpoint sent no usage, or no model call)
+    in_token: int | None = None
+    out_token: int | None = None
     model: str = ""
     end_of_stream: bool = True
 
@@ -60,8 +61,9 @@ class PromptResponse:
     text: str = ""
     object: str = ""
     end_of_stream: bool = True
-    in_token: int = 0
-    out_token: int = 0
+    #: token counts; None = not reported (the endpoint sent no usage, or no model call)
+    in_token: int | None = None
+    out_token: int | None = None
     model: str = ""
     dropped: int = 0
     dropped_reasons: list[str] = field(default_factory=list)

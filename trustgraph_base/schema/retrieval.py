@@ -78,8 +78,11 @@ class GraphRagResponse:
     explain_triples: list[Triple] = field(default_factory=list)
     message_type: str = "chunk"
     end_of_session: bool = False
-    in_token: int = 0
-    out_token: int = 0
+    #: token counts; None = not reported (the endpoint sent no usage, or no model call)
+    in_token: int | None = None
+    out_token: int | None = None
+    #: model calls whose endpoint reported no usage: ``in_token``/``out_token`` sum only the others
+    unreported_calls: int = 0
     model: str = ""
     sources: list[Source] = field(default_factory=list)
     edge_sources: list[EdgeSource] = field(default_factory=list)
@@ -112,7 +115,10 @@ class DocumentRagResponse:
     explain_triples: list[Triple] = field(default_factory=list)
     message_type: str = "chunk"
     end_of_session: bool = False
-    in_token: int = 0
-    out_token: int = 0
+    #: token counts; None = not reported (the endpoint sent no usage, or no model call)
+    in_token: int | None = None
+    out_token: int | None = None
+    #: model calls whose endpoint reported no usage: ``in_token``/``out_token`` sum only the others
+    unreported_calls: int = 0
     model: str = ""
     sources: list[Source] = field(default_factory=list)

@@ -45,8 +45,9 @@ class PromptOutcome:
     dropped: int = 0
     reasons: list[str] = field(default_factory=list)
     model: str = ""
-    in_token: int = 0
-    out_token: int = 0
+    #: None: the model call's endpoint reported no usage
+    in_token: int | None = None
+    out_token: int | None = None
 
 
 def prompt_terms(terms: dict[str, Any]) -> dict[str, str]:

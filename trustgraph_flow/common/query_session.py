@@ -140,8 +140,9 @@ class QuerySession(Generic[R]):
         self.queue_events = queue_events
         #: How far the query got: the stage its Error names if it fails.
         self.stage = "question"
-        self.in_token = 0
-        self.out_token = 0
+        self.in_token: int | None = None  # the sum over the calls that reported usage
+        self.out_token: int | None = None
+        self.unreported_calls = 0  # model calls whose endpoint reported no usage: the sums are partial
         self.model = ""
         self.writes = BackgroundWrites()  # explain triples on their way to storage
         self.stream = ResponseStream(emit)  # queued explain events, then the messages sent after them
@@ -239,14 +240,19 @@ class QuerySession(Generic[R]):
 
     # ------------------------------------------------------------ the answer
     def count(self, outcome: PromptOutcome) -> None:
-        """Add a model call's tokens; its model becomes the query's."""
-        self.in_token += outcome.in_token
-        self.out_token += outcome.out_token
+        """Add a model call's tokens; its model becomes the query's.  A call without usage adds nothing to the
+        sums but is counted in ``unreported_calls``, so a partial sum never passes for a whole one."""
+        if outcome.in_token is None and outcome.out_token is None:
+            self.unreported_calls += 1
+        else:
+            self.in_token = (self.in_token or 0) + (outcome.in_token or 0)
+            self.out_token = (self.out_token or 0) + (outcome.out_token or 0)
         self.model = outcome.model or self.model
 
     def usage(self) -> dict[str, Any]:
-        """The fields of the last message that report the model calls."""
-        return {"in_token": self.in_token, "out_token": self.out_token, "model": self.model}
+        """The fields of the last message that report the model calls (sums None: no call reported usage)."""
+        return {"in_token": self.in_token, "out_token": self.out_token, "unreported_calls": self.unreported_calls,
+                "model": self.model}
 
     async def add_answer(self, piece: str) -> None:
         """Add a piece of the answer; when streaming it goes out at once, except whitespace before the first

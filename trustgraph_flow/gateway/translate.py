@@ -221,8 +221,9 @@ def flow_request(service: str, body: Any, user: str):
 # ----------------------------------------------------------------------------------- responses
 
 def _usage(resp, out: dict) -> None:
+    """TrustGraph's clients expect numbers: a count the endpoint did not report goes out as 0 (docs/gateway.md)."""
     if resp.in_token or resp.out_token or resp.model:
-        out.update(in_token=resp.in_token, out_token=resp.out_token, model=resp.model)
+        out.update(in_token=resp.in_token or 0, out_token=resp.out_token or 0, model=resp.model)
 
 
 def _explain(resp, out: dict) -> None:

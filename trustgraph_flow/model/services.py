@@ -85,8 +85,8 @@ class TextCompletionService(Processor):
                 async for chunk in self.llm.stream(req.system, req.prompt, temperature=req.temperature,
                                                    max_tokens=req.max_tokens or None):
                     await ctx.respond(TextCompletionResponse(
-                        response=chunk.text, end_of_stream=chunk.end_of_stream, in_token=chunk.in_token or 0,
-                        out_token=chunk.out_token or 0, model=chunk.model or ""))
+                        response=chunk.text, end_of_stream=chunk.end_of_stream, in_token=chunk.in_token,
+                        out_token=chunk.out_token, model=chunk.model or ""))
             else:
                 c = await self.llm.complete(req.system, req.prompt, temperature=req.temperature,
                                             max_tokens=req.max_tokens or None,

@@ -37,24 +37,25 @@ class PromptResult:
 
     ``objects`` holds the parsed objects of JSONL templates (empty for text templates);
     ``dropped``/``reasons`` count and explain the JSONL lines that were skipped; token
-    counts are 0 when no model tokens were spent (the extractive backend).
+    counts are 0 when no model tokens were spent (the extractive backend) and None when the endpoint
+    reported no usage (unknown, not 0).
     """
 
     text: str
     objects: list[dict] = field(default_factory=list)
     dropped: int = 0
     reasons: list[str] = field(default_factory=list)
-    in_token: int = 0
-    out_token: int = 0
+    in_token: int | None = 0
+    out_token: int | None = 0
     model: str = ""
 
 
 @dataclass
 class StreamUsage:
-    """Filled in by :meth:`Prompter.stream` once the stream has ended."""
+    """Filled in by :meth:`Prompter.stream` once the stream has ended (token counts None: not reported)."""
 
-    in_token: int = 0
-    out_token: int = 0
+    in_token: int | None = 0
+    out_token: int | None = 0
     model: str = ""
 
 
@@ -143,8 +144,8 @@ class LlmPrompter:
             if chunk.text:
                 yield chunk.text
             if chunk.end_of_stream and usage is not None:
-                usage.in_token = chunk.in_token or 0
-                usage.out_token = chunk.out_token or 0
+                usage.in_token = chunk.in_token
+                usage.out_token = chunk.out_token
                 usage.model = chunk.model or self.model_id
 
 

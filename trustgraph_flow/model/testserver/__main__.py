@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "template id); required with --mode scripted")
     parser.add_argument("--model", help="model name to report")
     parser.add_argument("--api-key", help="require this bearer token")
+    parser.add_argument("--no-stream-usage", action="store_true",
+                        help="send streamed answers without usage even when asked (as llama.cpp's server does)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    server.omit_stream_usage(args.no_stream_usage)
     print(server.base_url, flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

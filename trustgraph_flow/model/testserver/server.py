@@ -153,6 +153,8 @@ class _State:
     prompter: Any
     embedder: Any
     reject_response_format: bool | str = False
+    #: streamed answers carry no usage even when asked (llama-cpp-python's server ignores include_usage)
+    omit_stream_usage: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     faults: list[Fault] = field(default_factory=list)
@@ -270,6 +272,14 @@ class LocalOpenAIServer:
             does: any shape but ``text`` and ``json_object`` with HTTP 500 and pydantic's validation message.
         """
         self._state.reject_response_format = reject
+
+    def omit_stream_usage(self, omit: bool = True) -> None:
+        """Send streamed answers without a usage chunk even when ``stream_options.include_usage`` asks for one, as
+        llama-cpp-python's server does, or send it again.  Plain (not streamed) answers keep their usage.
+
+        :param omit: True to omit the usage of streamed answers, False to send it again.
+        """
+        self._state.omit_stream_usage = omit
 
     def set_latency(self, latency_ms: float) -> None:
         """Delay every chat and embeddings answer by ``latency_ms`` milliseconds."""
@@ -521,7 +531,8 @@ class _Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         fingerprint = EXTRACTIVE_MODEL_ID if self.state.mode == "extractive" else "scripted"
         if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage")) \
+                and not self.state.omit_stream_usage
             self._stream(completion_id, created, model, fingerprint, content, usage if include_usage else None,
                          cut=cut)
             return

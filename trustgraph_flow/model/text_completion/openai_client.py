@@ -41,11 +41,15 @@ _REQUEST_VALIDATION = re.compile(r"validation error.*\(?['\"]body['\"],", re.DOT
 
 @dataclass(frozen=True)
 class Completion:
-    """A finished completion: the text, token usage (0 when the endpoint gives none) and model name."""
+    """A finished completion: the text, token usage and model name.
+
+    ``in_token``/``out_token`` are None when the endpoint reported no usage (llama.cpp's server sends none with
+    a streamed answer): unknown, never 0, so that a trace does not claim a call cost nothing.
+    """
 
     text: str
-    in_token: int
-    out_token: int
+    in_token: int | None
+    out_token: int | None
     model: str
     finish_reason: str = ""  # why the model stopped (``stop``, ``length``, ...), as the endpoint said
 
@@ -60,6 +64,16 @@ class CompletionChunk:
     out_token: int | None = None
     model: str | None = None
     finish_reason: str | None = None
+
+
+def _usage_counts(usage: Any) -> tuple[int | None, int | None]:
+    """``(prompt_tokens, completion_tokens)`` of an endpoint's usage object; None for a count it did not send
+    (a real 0 stays 0)."""
+    def count(name: str) -> int | None:
+        value = getattr(usage, name, None) if usage is not None else None
+        return None if value is None else int(value)
+
+    return count("prompt_tokens"), count("completion_tokens")
 
 
 class LlmError(Exception):
@@ -336,7 +350,8 @@ class OpenAICompletion:
             self.stream_usage = False
             response_stream = await client.chat.completions.create(**request, stream=True, timeout=remaining)
         pieces: list[str] = []
-        in_token = out_token = 0
+        in_token: int | None = None
+        out_token: int | None = None
         model = None
         finish_reason = ""
         try:
@@ -344,8 +359,7 @@ class OpenAICompletion:
                 model = getattr(chunk, "model", None) or model
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
-                    in_token = int(getattr(usage, "prompt_tokens", 0) or 0)
-                    out_token = int(getattr(usage, "completion_tokens", 0) or 0)
+                    in_token, out_token = _usage_counts(usage)
                 for choice in getattr(chunk, "choices", None) or []:
                     finish_reason = getattr(choice, "finish_reason", None) or finish_reason
                     piece = getattr(choice.delta, "content", None) if choice.delta else None
@@ -379,11 +393,11 @@ class OpenAICompletion:
         if not choices:
             raise LlmError(self.endpoint, "malformed response: no choices", retryable=False)
         text = choices[0].message.content or ""
-        usage = getattr(response, "usage", None)
+        in_token, out_token = _usage_counts(getattr(response, "usage", None))
         return Completion(
             text=text,
-            in_token=int(getattr(usage, "prompt_tokens", 0) or 0),
-            out_token=int(getattr(usage, "completion_tokens", 0) or 0),
+            in_token=in_token,
+            out_token=out_token,
             model=getattr(response, "model", None) or self.model,
             finish_reason=str(getattr(choices[0], "finish_reason", "") or ""),
         )
@@ -437,7 +451,8 @@ class OpenAICompletion:
     async def _stream(self, attempt: Any, loop: asyncio.AbstractEventLoop,
                       span: Any) -> AsyncGenerator[CompletionChunk, None]:
         response_stream = await self._with_retries(attempt, loop.time() + self.timeout, "streaming completion")
-        in_token = out_token = None
+        in_token: int | None = None
+        out_token: int | None = None
         model = None
         finish_reason = ""
         pieces: list[str] = []  # the completion's text, kept for its span only when the user opted in
@@ -461,8 +476,7 @@ class OpenAICompletion:
                 model = getattr(chunk, "model", None) or model
                 usage = getattr(chunk, "usage", None)
                 if usage is not None:
-                    in_token = int(getattr(usage, "prompt_tokens", 0) or 0)
-                    out_token = int(getattr(usage, "completion_tokens", 0) or 0)
+                    in_token, out_token = _usage_counts(usage)
                 for choice in getattr(chunk, "choices", None) or []:
                     finish_reason = getattr(choice, "finish_reason", None) or finish_reason
                     piece = getattr(choice.delta, "content", None) if choice.delta else None
