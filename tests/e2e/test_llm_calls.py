@@ -179,17 +179,21 @@ def test_an_interrupted_command_disconnects_its_llm_call(embedded_deployment, ll
         assert llm.chat_requests(), "the command never called the LLM"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
+        # generous bounds: on a loaded CI machine the command's shutdown and the server's notice are slower, and
+        # the generation it interrupts lasts 60 s, so any disconnect recorded at all came before its end
+        _out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130 and "Error: interrupted" in err, err
-    deadline = time.monotonic() + 10
+    assert proc.returncode == 130 and "Error: interrupted" in err, (proc.returncode, err)
+    deadline = time.monotonic() + 30
     while not llm.disconnects and time.monotonic() < deadline:
         time.sleep(0.1)
-    [gone] = llm.disconnects
-    assert gone.template_id == "kg-edge-selection" and gone.after_seconds < 30
+    gone = llm.disconnects
+    requests = [r.template_id for r in llm.chat_requests()]
+    assert len(gone) == 1, (gone, requests, err)
+    assert gone[0].template_id == "kg-edge-selection" and gone[0].after_seconds < 60, (gone, requests)
 
 
 def test_load_document_passes_the_settings_to_llm_extraction(embedded_deployment, tmp_path):
