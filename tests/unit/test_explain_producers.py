@@ -21,7 +21,8 @@ def producers(processor) -> dict[str, object]:
 @pytest.mark.parametrize("service, expected", [
     (GraphRagService, {"explainability": False, "answers": False}),
     (DocumentRagService, {"explainability": False, "answers": False}),
-    (AgentService, {"explainability": False, "answers": False}),
+    # and the agent's cancel notice to its supervisor's sub-agents: a batch delay would let them run on
+    (AgentService, {"explainability": False, "answers": False, "cancel": False}),
 ])
 def test_a_query_service_stores_its_trace_through_unbatched_producers(service, expected):
     # the session's last message waits for the broker to accept each stage: a batch delay is pure latency

@@ -123,7 +123,8 @@ class AgentService(Processor):
         # the broadcast: every instance has a subscription of its own
         self.add(ConsumerSpec("cancel", agent_cancel_queue(), AgentCancel, self.on_cancel,
                               subscription=f"{self.id}--cancel-{uuid.uuid4().hex[:12]}", shared=False))
-        self.add(ProducerSpec("cancel", agent_cancel_queue(), AgentCancel))
+        # unbatched: a batch delay would let the sub-agents of a cancelled supervisor run on for its length
+        self.add(ProducerSpec("cancel", agent_cancel_queue(), AgentCancel, batching=False))
         #: the runs this instance is handling, by (user, collection, session id)
         self.running: dict[tuple[str, str, str], asyncio.Task] = {}
         #: sessions a notice named before this instance ran them (their request may still be on the bus): when
