@@ -76,6 +76,31 @@ def _usage_counts(usage: Any) -> tuple[int | None, int | None]:
     return count("prompt_tokens"), count("completion_tokens")
 
 
+@dataclass
+class _StreamState:
+    """What a streamed answer's chunks say besides their text: the model, the usage (None until a chunk
+    carries it) and the finish reason (empty until one is given)."""
+
+    model: str | None = None
+    in_token: int | None = None
+    out_token: int | None = None
+    finish_reason: str = ""
+
+    def read(self, chunk: Any) -> list[str]:
+        """Note what ``chunk`` says and return its text pieces."""
+        self.model = getattr(chunk, "model", None) or self.model
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.in_token, self.out_token = _usage_counts(usage)
+        pieces = []
+        for choice in getattr(chunk, "choices", None) or []:
+            self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
+            piece = getattr(choice.delta, "content", None) if choice.delta else None
+            if piece:
+                pieces.append(piece)
+        return pieces
+
+
 class LlmError(Exception):
     """A completion call failed; ``retryable`` says whether trying again later may help."""
 
@@ -350,28 +375,17 @@ class OpenAICompletion:
             self.stream_usage = False
             response_stream = await client.chat.completions.create(**request, stream=True, timeout=remaining)
         pieces: list[str] = []
-        in_token: int | None = None
-        out_token: int | None = None
-        model = None
-        finish_reason = ""
+        state = _StreamState()
         try:
             async for chunk in response_stream:
-                model = getattr(chunk, "model", None) or model
-                usage = getattr(chunk, "usage", None)
-                if usage is not None:
-                    in_token, out_token = _usage_counts(usage)
-                for choice in getattr(chunk, "choices", None) or []:
-                    finish_reason = getattr(choice, "finish_reason", None) or finish_reason
-                    piece = getattr(choice.delta, "content", None) if choice.delta else None
-                    if piece:
-                        pieces.append(piece)
+                pieces.extend(state.read(chunk))
         finally:
             with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
-        if not finish_reason:
+        if not state.finish_reason:
             raise self._cut_short()
-        return Completion(text="".join(pieces), in_token=in_token, out_token=out_token, model=model or self.model,
-                          finish_reason=finish_reason)
+        return Completion(text="".join(pieces), in_token=state.in_token, out_token=state.out_token,
+                          model=state.model or self.model, finish_reason=state.finish_reason)
 
     def _cut_short(self) -> LlmError:
         """A stream that ended without a finish reason: the server cut the answer short.  llama-cpp-python's
@@ -451,10 +465,7 @@ class OpenAICompletion:
     async def _stream(self, attempt: Any, loop: asyncio.AbstractEventLoop,
                       span: Any) -> AsyncGenerator[CompletionChunk, None]:
         response_stream = await self._with_retries(attempt, loop.time() + self.timeout, "streaming completion")
-        in_token: int | None = None
-        out_token: int | None = None
-        model = None
-        finish_reason = ""
+        state = _StreamState()
         pieces: list[str] = []  # the completion's text, kept for its span only when the user opted in
         keep = span is not None and genai.capture_content()
         iterator = response_stream.__aiter__()
@@ -473,25 +484,19 @@ class OpenAICompletion:
                             retryable=True,
                         )
                     raise error from exc
-                model = getattr(chunk, "model", None) or model
-                usage = getattr(chunk, "usage", None)
-                if usage is not None:
-                    in_token, out_token = _usage_counts(usage)
-                for choice in getattr(chunk, "choices", None) or []:
-                    finish_reason = getattr(choice, "finish_reason", None) or finish_reason
-                    piece = getattr(choice.delta, "content", None) if choice.delta else None
-                    if piece:
-                        if keep:
-                            pieces.append(piece)
-                        yield CompletionChunk(text=piece)
+                for piece in state.read(chunk):
+                    if keep:
+                        pieces.append(piece)
+                    yield CompletionChunk(text=piece)
         finally:
             with contextlib.suppress(Exception):  # best effort when the connection already broke
                 await response_stream.close()
-        if not finish_reason:
+        if not state.finish_reason:
             raise self._cut_short()
-        genai.set_response(span, model=model or self.model, input_tokens=in_token, output_tokens=out_token,
-                           finish_reason=finish_reason, output="".join(pieces) if keep else None)
+        model = state.model or self.model
+        genai.set_response(span, model=model, input_tokens=state.in_token, output_tokens=state.out_token,
+                           finish_reason=state.finish_reason, output="".join(pieces) if keep else None)
         yield CompletionChunk(
-            text="", end_of_stream=True, in_token=in_token, out_token=out_token, model=model or self.model,
-            finish_reason=finish_reason or None,
+            text="", end_of_stream=True, in_token=state.in_token, out_token=state.out_token, model=model,
+            finish_reason=state.finish_reason or None,
         )
