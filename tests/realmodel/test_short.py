@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -173,16 +174,33 @@ async def ask(loaded: Loaded, llama, service: str, request):
 
 
 def chats_for(llama, template: str, since: int = 0) -> list[tuple[dict, object]]:
-    """``(terms, exchange)`` of the chat requests for ``template`` recorded after exchange ``since``."""
+    """``(what the prompt offered, exchange)`` of the chat requests for ``template`` recorded after exchange
+    ``since``, read from the readable prompt the model was sent (it carries no terms block)."""
     found = []
     for e in llama.proxy.chats()[since:]:
         messages = e.request.get("messages", [])
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
         tid, terms = parse_rendered(system, user)
+        assert terms is None, "the model was sent the terms block"
         if tid == template:
-            found.append((terms, e))
+            found.append((offered_in(user), e))
     return found
+
+
+_SELECTION_EDGE = re.compile(r'^\((.*?)\)-\[(.*?) \{id: "([^"]*)"\}\]->\((.*)\)$')
+_STATEMENT = re.compile(r"^\((.*?)\)-\[(.*?)\]->\((.*)\)$")
+_EXCERPT = re.compile(r"^\[(.+?)\](?: \(score [-0-9.]+\))?$")
+
+
+def offered_in(user: str) -> dict:
+    """The edges (``knowledge``: id, s, p, o) or excerpts (``documents``: id) a readable prompt lists (the
+    sample's labels hold no brackets, so the lines read back unambiguously)."""
+    lines = user.split("\n")
+    knowledge = [{"id": m[3], "s": m[1], "p": m[2], "o": m[4]} for m in map(_SELECTION_EDGE.match, lines) if m]
+    if not knowledge:
+        knowledge = [{"s": m[1], "p": m[2], "o": m[3]} for m in map(_STATEMENT.match, lines) if m]
+    return {"knowledge": knowledge, "documents": [{"id": m[1]} for m in map(_EXCERPT.match, lines) if m]}
 
 
 def reply_text(exchange) -> str:

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from trustgraph_flow.model.prompts import LlmPrompter, render
+from trustgraph_flow.model.prompts.templates import without_terms
 from trustgraph_flow.model.testserver import MALFORMED_EXTRA_LINES, start_server
 from trustgraph_flow.model.text_completion import Completion, LlmError, OpenAICompletion
 
@@ -285,6 +286,41 @@ async def test_scripted_callable_sees_the_parsed_template():
         async with OpenAICompletion(scripted.base_url, "k", "m") as completion:
             assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == "ok"
     assert seen == [("kg-synthesis", "Who discovered polonium?", 2)]
+
+
+async def test_a_model_server_is_sent_the_readable_prompt_without_the_terms_block():
+    with start_server("scripted", {"kg-synthesis": ["one", "two"]}) as model_server:
+        model_server.declare_terms(False)  # as llama.cpp, vLLM, Ollama or a hosted API list their models
+        async with OpenAICompletion(model_server.base_url, "k", "m") as completion:
+            assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == "one"
+            assert [c.text async for c in completion.stream(SYNTHESIS.system, SYNTHESIS.user)][0] == "two"
+        sent = [r.body["messages"][-1]["content"] for r in model_server.chat_requests()]
+        assert sent == [without_terms(SYNTHESIS.user)] * 2 and "<data>" not in sent[0]
+        assert sent[0].startswith("Knowledge statements:") and model_server.template_ids() == ["kg-synthesis"] * 2
+        # asked once, on the first call
+        assert [r.path for r in model_server.requests].count("/v1/models") == 1
+
+
+async def test_the_test_server_is_sent_the_terms_block_it_answers_from(client, server):
+    await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    assert server.chat_requests()[-1].body["messages"][-1]["content"] == SYNTHESIS.user
+    assert "<data>" in SYNTHESIS.user
+
+
+@pytest.mark.parametrize("fault, asked", [("dropped", 2), ("404", 1)])
+async def test_a_model_list_that_cannot_be_read_means_a_model_server(fault, asked):
+    with start_server("scripted", {"kg-synthesis": ["one", "two"]}) as test_server:
+        if fault == "dropped":  # asked again on the next call: the connection broke, the endpoint never answered
+            test_server.hang_next(1, 0.1, endpoint="models")
+        else:  # an answer: the endpoint has no model list, and is not asked again
+            test_server.fail_next(1, 404, endpoint="models")
+        async with OpenAICompletion(test_server.base_url, "k", "m", max_retries=0) as completion:
+            assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == "one"
+            assert (await completion.complete(SYNTHESIS.system, SYNTHESIS.user)).text == "two"
+        sent = [r.body["messages"][-1]["content"] for r in test_server.chat_requests()]
+        assert sent == [without_terms(SYNTHESIS.user), SYNTHESIS.user if fault == "dropped"
+                        else without_terms(SYNTHESIS.user)]
+        assert [r.path for r in test_server.requests].count("/v1/models") == asked
 
 
 async def test_extractive_mode_rejects_prompts_without_a_template(client):

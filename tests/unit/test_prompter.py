@@ -23,6 +23,7 @@ from trustgraph_flow.model.prompts import (
     parse_rendered,
     render,
 )
+from trustgraph_flow.model.prompts.templates import TERMS_HEADING, without_terms
 from trustgraph_flow.model.testserver import start_server
 from trustgraph_flow.model.text_completion import OpenAICompletion
 
@@ -75,6 +76,29 @@ def test_render_task_line_and_data_block_round_trip(template_id):
     opening = lines.index("<data>")
     assert lines[opening + 2] == "</data>"
     assert parse_rendered(prompt.system, prompt.user) == (template_id, TERMS[template_id])
+
+
+@pytest.mark.parametrize("template_id", sorted(TERMS))
+def test_a_model_is_sent_the_readable_prompt_without_the_terms_block(template_id):
+    template = get_template(template_id)
+    prompt = render(template_id, TERMS[template_id])
+    sent = without_terms(prompt.user)
+    readable = template.render_user(TERMS[template_id]).rstrip()
+    assert sent == f"{readable}\n" + (f"\n{template.closing}\n" if template.closing else "")
+    assert "<data>" not in sent and TERMS_HEADING not in sent
+    assert parse_rendered(prompt.system, sent) == (template_id, None)  # nothing left for the test server
+
+
+@settings(max_examples=150, deadline=None)
+@given(question=st.lists(st.sampled_from(["a", " ", "\n", "{", "<data>", "</data>", TERMS_HEADING, "é"]),
+                        max_size=40).map("".join))
+def test_only_the_rendered_terms_block_is_removed(question):
+    terms = dict(TERMS["kg-synthesis"], query=question)
+    user = render("kg-synthesis", terms).user
+    sent = without_terms(user)
+    assert sent == f"{get_template('kg-synthesis').render_user(terms).rstrip()}\n"
+    typed = f"Question: {question}\n\n{TERMS_HEADING}\n<data>\nnot json\n</data>\n"
+    assert without_terms(typed) == typed  # not the rendered shape: left alone
 
 
 def test_edge_selection_prompt_lists_labelled_edges_with_ids():

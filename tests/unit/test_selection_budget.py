@@ -34,6 +34,7 @@ from trustgraph_flow.model.prompts.templates import (
     EDGE_SELECTION_EXAMPLE_REASONING,
     get_template,
     render,
+    without_terms,
 )
 from trustgraph_flow.model.testserver import start_server
 from trustgraph_flow.model.text_completion import LlmError, OpenAICompletion
@@ -61,8 +62,9 @@ SCORES = {"polonium": 0.74, "Filler entity 3": 0.2}
 
 
 def prompt_tokens(terms: dict) -> int:
+    """Tokens of the prompt as a model is sent it (no terms block)."""
     prompt = render("kg-edge-selection", terms)
-    return estimate_tokens(prompt.system) + estimate_tokens(prompt.user)
+    return estimate_tokens(prompt.system) + estimate_tokens(without_terms(prompt.user))
 
 
 # ------------------------------------------------------------------------------------------- budget

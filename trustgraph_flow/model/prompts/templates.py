@@ -1,9 +1,11 @@
 """Prompt templates: a system text, a user text rendered from the terms, and a response type.
 
-Every system prompt starts with the line ``task: <template-id>`` and every user prompt
-carries the terms themselves as one line of JSON between ``<data>`` and ``</data>`` lines
-(followed at most by a one-line closing instruction). An LLM can read either form; the
-project's test server parses the JSON back to answer with the extractive algorithms.
+Every system prompt starts with the line ``task: <template-id>``. A rendered user prompt carries the
+terms twice: as readable text for a model, then as one line of JSON between ``<data>`` and ``</data>``
+lines (the *terms block*, followed at most by a one-line closing instruction), from which the
+project's test server answers with the extractive algorithms. The terms block never reaches a
+model: the text-completion client removes it (:func:`without_terms`) for every endpoint whose
+``/v1/models`` list does not declare :data:`TERMS_CAPABILITY`, and only the test server declares it.
 Terms are checked against each template's contract before rendering, so a caller's
 mistake is reported as a clear :class:`PromptError` rather than a confusing LLM answer.
 """
@@ -23,6 +25,10 @@ TEXT = "text"
 JSONL = "jsonl"
 DATA_OPEN = "<data>"
 DATA_CLOSE = "</data>"
+#: The line that introduces the terms block in a rendered user prompt.
+TERMS_HEADING = "The same input as JSON:"
+#: The field of a ``/v1/models`` card by which an endpoint asks to be sent the terms block.
+TERMS_CAPABILITY = "trustgraph_prompt_terms"
 _TASK_LINE = re.compile(r"^task:\s*([a-z0-9][a-z0-9-]*)\s*$", re.MULTILINE)
 
 
@@ -65,7 +71,7 @@ class PromptTemplate:
             data = json.dumps(terms, ensure_ascii=False, sort_keys=True)
         except (TypeError, ValueError) as exc:
             raise PromptError(f"template {self.id!r}: terms are not JSON-serialisable: {exc}") from exc
-        user = f"{self.render_user(terms).rstrip()}\n\nThe same input as JSON:\n{DATA_OPEN}\n{data}\n{DATA_CLOSE}\n"
+        user = f"{self.render_user(terms).rstrip()}\n\n{TERMS_HEADING}\n{DATA_OPEN}\n{data}\n{DATA_CLOSE}\n"
         if self.closing:
             user += f"\n{self.closing}\n"
         return RenderedPrompt(system=self.system, user=user)
@@ -379,3 +385,25 @@ def parse_rendered(system: str, user: str) -> tuple[str | None, Any]:
                 return template_id, None
             return template_id, terms if isinstance(terms, dict) else None
     return template_id, None
+
+
+def without_terms(user: str) -> str:
+    """``user`` without the terms block :meth:`PromptTemplate.render` appends: what a model is sent.
+
+    Only a block in the rendered shape is removed: the heading, ``<data>``, one line of JSON object,
+    ``</data>``, then nothing but an optional one-line closing instruction. Any other text, a user's
+    own ``<data>`` lines included, is returned unchanged.
+
+    :param user: a user message, rendered by this module or not.
+    """
+    lines = (user or "").split("\n")
+    for index in range(len(lines) - 4, 0, -1):
+        if lines[index] != TERMS_HEADING or lines[index + 1] != DATA_OPEN or lines[index + 3] != DATA_CLOSE \
+                or lines[index - 1] != "":
+            continue
+        rest = [line for line in lines[index + 4:] if line.strip()]
+        if len(rest) > 1 or not lines[index + 2].startswith("{"):
+            return user
+        kept = "\n".join(lines[:index - 1]).rstrip("\n") + "\n"
+        return kept + (f"\n{rest[0]}\n" if rest else "")
+    return user

@@ -43,13 +43,14 @@ from typing import Any
 
 from ..extractive import DESCRIPTION as EXTRACTIVE_DESCRIPTION
 from ..extractive import MODEL_ID as EXTRACTIVE_MODEL_ID
-from ..prompts.templates import JSONL, PromptError, get_template, parse_rendered
+from ..prompts.templates import JSONL, TERMS_CAPABILITY, PromptError, get_template, parse_rendered
 
 log = logging.getLogger(__name__)
 
 MODES = ("extractive", "scripted")
 CHAT = "chat"
 EMBEDDINGS = "embeddings"
+MODELS = "models"
 MALFORMED_WRAPPER = (
     "Here is the answer you asked for:\n```jsonl\n{content}\n"
     '{{"id": "broken", "reasoning": \n["not", "an", "object"]\n```'
@@ -155,6 +156,8 @@ class _State:
     reject_response_format: bool | str = False
     #: streamed answers carry no usage even when asked (llama-cpp-python's server ignores include_usage)
     omit_stream_usage: bool = False
+    #: the model list declares TERMS_CAPABILITY, so clients keep the prompts' terms block (extractive mode needs it)
+    declare_terms: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     faults: list[Fault] = field(default_factory=list)
@@ -217,7 +220,7 @@ class LocalOpenAIServer:
         :param status: HTTP status (429, 500, 503, ...).
         :param message: error message (a default names the injected fault).
         :param retry_after: value of a ``Retry-After`` header in seconds.
-        :param endpoint: ``"chat"`` or ``"embeddings"``.
+        :param endpoint: ``"chat"``, ``"embeddings"`` or ``"models"`` (the model list).
         """
         self._add(count, Fault("status", endpoint, status=status, retry_after=retry_after,
                                message=message or f"injected fault: HTTP {status}"))
@@ -227,7 +230,7 @@ class LocalOpenAIServer:
 
         :param count: number of requests affected.
         :param seconds: how long to hold each request before closing the connection unanswered.
-        :param endpoint: ``"chat"`` or ``"embeddings"``.
+        :param endpoint: ``"chat"``, ``"embeddings"`` or ``"models"`` (the model list).
         """
         self._add(count, Fault("hang", endpoint, seconds=seconds))
 
@@ -273,6 +276,14 @@ class LocalOpenAIServer:
         """
         self._state.reject_response_format = reject
 
+    def declare_terms(self, declare: bool = True) -> None:
+        """List models with (True) or without (False) :data:`TERMS_CAPABILITY`, i.e. be sent the prompts' terms
+        block or, like any model server, the readable prompt alone.  A client asks once, on its first call.
+
+        :param declare: False to look like a model server to clients that have not asked yet.
+        """
+        self._state.declare_terms = declare
+
     def omit_stream_usage(self, omit: bool = True) -> None:
         """Send streamed answers without a usage chunk even when ``stream_options.include_usage`` asks for one, as
         llama-cpp-python's server does, or send it again.  Plain (not streamed) answers keep their usage.
@@ -291,8 +302,8 @@ class LocalOpenAIServer:
             self._state.faults.clear()
 
     def _add(self, count: int, fault: Fault) -> None:
-        if fault.endpoint not in (CHAT, EMBEDDINGS):
-            raise ValueError(f"endpoint must be {CHAT!r} or {EMBEDDINGS!r}, got {fault.endpoint!r}")
+        if fault.endpoint not in (CHAT, EMBEDDINGS, MODELS):
+            raise ValueError(f"endpoint must be {CHAT!r}, {EMBEDDINGS!r} or {MODELS!r}, got {fault.endpoint!r}")
         with self._state.lock:
             self._state.faults.extend([fault] * count)
 
@@ -381,6 +392,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "slow":
             self._generate_slowly(fault.seconds)
             return None
+        return self._raise_fault(fault)
+
+    def _raise_fault(self, fault: Fault) -> Fault:
+        """Raise a status or hang fault; return any other (it changes the answer)."""
         if fault.kind == "status":
             headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
             raise _HttpError(fault.status, fault.message, headers=headers)
@@ -449,13 +464,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(None, None)
         self._check_auth()
         models = [self.state.model, self._embedding_model_id()]
+        if path == "/v1/models" or path.startswith("/v1/models/"):
+            fault = self._take_fault(MODELS)  # no latency: the listing is not a generation
+            if fault is not None:
+                self._raise_fault(fault)
         if path == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [self._model_card(m) for m in models]})
+            self._send_json(200, {"object": "list", "data": [self._model_card(m, self.state.declare_terms)
+                                                             for m in models]})
             return
         if path.startswith("/v1/models/"):
             name = path[len("/v1/models/"):]
             if name in models:
-                self._send_json(200, self._model_card(name))
+                self._send_json(200, self._model_card(name, self.state.declare_terms))
                 return
             raise _HttpError(404, f"The model '{name}' does not exist")
         raise _HttpError(404, f"Unknown request URL: GET {self.path}")
@@ -471,8 +491,11 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HttpError(404, f"Unknown request URL: POST {self.path}")
 
     @staticmethod
-    def _model_card(name: str) -> dict:
-        return {"id": name, "object": "model", "created": 0, "owned_by": "trustgraph-explain"}
+    def _model_card(name: str, declare_terms: bool) -> dict:
+        card = {"id": name, "object": "model", "created": 0, "owned_by": "trustgraph-explain"}
+        if declare_terms:  # the client keeps the prompts' terms block, which extractive mode answers from
+            card[TERMS_CAPABILITY] = True
+        return card
 
     def _embedding_model_id(self) -> str:
         embedder = self.state.embedder

@@ -30,10 +30,13 @@ from trustgraph_base.telemetry import genai
 from trustgraph_base.telemetry.tracing import AttributeValue
 
 from ..llm_settings import DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, TIMEOUT_HINT
+from ..prompts.templates import TERMS_CAPABILITY, without_terms
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gpt-4o-mini"
+#: Seconds the endpoint's model list may take to answer whether it reads the prompts' terms block.
+MODELS_PROBE_TIMEOUT = 10.0
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 #: A request validation error reported as a server error (pydantic's message naming a field of the body).
 _REQUEST_VALIDATION = re.compile(r"validation error.*\(?['\"]body['\"],", re.DOTALL)
@@ -180,6 +183,8 @@ class OpenAICompletion:
         self.stream_completions = stream_completions
         self._random = random.Random(seed)
         self._clients: dict[int, Any] = {}
+        #: whether the endpoint's model list declares TERMS_CAPABILITY (None: not known yet)
+        self._reads_terms: bool | None = None
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -237,6 +242,32 @@ class OpenAICompletion:
         if response_format is not None:  # structured output (model/prompts/structured.py)
             request["response_format"] = response_format
         return request
+
+    async def _as_sent(self, client: Any, request: dict, remaining: float) -> dict:
+        """``request`` as this endpoint is sent it: a prompt's terms block (:mod:`..prompts.templates`) is
+        removed unless the endpoint's ``/v1/models`` list declares :data:`TERMS_CAPABILITY`, which only the
+        project's test server does; a model is sent the readable prompt alone."""
+        if self._reads_terms is None:
+            self._reads_terms = await self._ask_reads_terms(client, remaining)
+        if self._reads_terms:
+            return request
+        messages = [{**m, "content": without_terms(m["content"])} if m["role"] == "user" else m
+                    for m in request["messages"]]
+        return {**request, "messages": messages}
+
+    async def _ask_reads_terms(self, client: Any, remaining: float) -> bool | None:
+        """Whether the endpoint's model list declares :data:`TERMS_CAPABILITY`; None when it could not be
+        asked (connection failed, timed out), so that the next attempt asks again."""
+        import openai
+
+        try:
+            page = await client.models.list(timeout=max(min(remaining, MODELS_PROBE_TIMEOUT), 0.1))
+        except (openai.APIConnectionError, TimeoutError):  # timeouts included
+            return None
+        except (openai.APIError, ValueError):
+            return False  # the endpoint answered, with no (readable) model list: it reads what a model reads
+        cards = getattr(page, "data", None) or []
+        return any((getattr(card, "model_extra", None) or {}).get(TERMS_CAPABILITY) is True for card in cards)
 
     def _timed_out(self) -> str:
         return f"timed out after {self.timeout:g}s ({TIMEOUT_HINT})"
@@ -348,9 +379,10 @@ class OpenAICompletion:
         deadline = asyncio.get_running_loop().time() + self.timeout
 
         async def attempt(remaining: float) -> Completion:
+            sent = await self._as_sent(client, request, remaining)
             if self.stream_completions:
-                return await self._streamed_completion(client, request, remaining)
-            response = await client.chat.completions.create(**request, timeout=remaining)
+                return await self._streamed_completion(client, sent, remaining)
+            response = await client.chat.completions.create(**sent, timeout=remaining)
             return self._to_completion(response)
 
         with telemetry.span(f"chat {self.model}", kind="client", attributes=self._span_attributes(request)) as span:
@@ -438,15 +470,16 @@ class OpenAICompletion:
         async def attempt(remaining: float) -> Any:
             nonlocal include_usage
             extra = {"stream_options": {"include_usage": True}} if include_usage else {}
+            sent = await self._as_sent(client, request, remaining)
             try:
-                return await client.chat.completions.create(**request, stream=True, timeout=remaining, **extra)
+                return await client.chat.completions.create(**sent, stream=True, timeout=remaining, **extra)
             except Exception as exc:
                 import openai
 
                 # Some servers reject stream_options: try once more without it.
                 if include_usage and isinstance(exc, openai.BadRequestError) and "stream_options" in str(exc):
                     include_usage = False
-                    return await client.chat.completions.create(**request, stream=True, timeout=remaining)
+                    return await client.chat.completions.create(**sent, stream=True, timeout=remaining)
                 raise
 
         # An async generator shares its caller's context, so its span is not made current (tracing.start_span).

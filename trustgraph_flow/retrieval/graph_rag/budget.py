@@ -1,18 +1,18 @@
 """The token budget of the edge-selection prompt: which candidate edges the model is shown.
 
 A model pays for every prompt token (time on a local model, money on a hosted one), and 150
-candidate edges make a prompt of about 10,700 tokens (docs/trace-model.md).  Before the selection
+candidate edges make a prompt of about 4,800 tokens (docs/trace-model.md).  Before the selection
 call the candidates are ranked with the extractive selector's scorer
 (:func:`~trustgraph_flow.model.extractive.edge_selection.score_edges`: the entity vector search's
 cosine, shared question words, anchors named in the question, one-hop closure from them), and
-the longest best-first prefix whose rendered prompt (system and user text) fits the budget is
-sent.  At least one edge is sent whatever the budget, so a tiny budget never turns a query into
+the longest best-first prefix whose prompt as a model is sent it (system and user text, without
+the terms block only the test server reads) fits the budget is sent.  At least one edge is sent whatever the budget, so a tiny budget never turns a query into
 "nothing explored".
 
 Tokens are estimated, not counted by a tokenizer: :func:`estimate_tokens` is one token per
 :data:`BYTES_PER_TOKEN` UTF-8 bytes, rounded up.  This prompt (hex ids, brackets, JSON) tokenizes
-densely: a 150-candidate prompt is estimated at about 10,900 tokens, and Qwen2.5's tokenizer counted
-about 10,700 for it (one measurement, docs/trace-model.md), so the estimate errs on the side of a
+densely: a 150-candidate prompt with the terms block was estimated at about 10,900 tokens, and Qwen2.5's
+tokenizer counted about 10,700 for it (one measurement, docs/trace-model.md), so the estimate errs on the side of a
 smaller prompt.  llama.cpp's Python server has a tokenize endpoint
 (``/extras/tokenize/count``), but in llama-cpp-python 0.3.36 it takes the same model lock as a
 completion: it waits for another query's generation, and with the server's default
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...model.extractive.edge_selection import score_edges
-from ...model.prompts.templates import render
+from ...model.prompts.templates import render, without_terms
 
 __all__ = ["BUDGET_ENV", "BYTES_PER_TOKEN", "DEFAULT_SELECTION_TOKEN_BUDGET", "SelectionCut", "configured_budget",
            "cut_candidates", "estimate_tokens"]
@@ -85,13 +85,14 @@ class SelectionCut:
 
 
 def _prompt_tokens(terms: dict, count: Callable[[str], int]) -> int:
+    """Tokens of the prompt as a model is sent it: without the terms block only the test server reads."""
     prompt = render(TEMPLATE, terms)
-    return count(prompt.system) + count(prompt.user)
+    return count(prompt.system) + count(without_terms(prompt.user))
 
 
 def _terms(base: dict, knowledge: list) -> dict:
     """The prompt's terms for ``knowledge``: the entity scores of the entities its edges name, no others (a
-    selector scores an edge by its own subject and object; fifty seed scores would cost about 800 tokens)."""
+    selector scores an edge by its own subject and object; the scores travel in the terms block only)."""
     named = {k["s"] for k in knowledge} | {k["o"] for k in knowledge}
     scores = {label: score for label, score in base["entity_scores"].items() if label in named}
     return {**base, "entity_scores": scores, "knowledge": knowledge}
