@@ -96,15 +96,41 @@ def retention(request, tmp_path_factory):
     r = Retention(d, collection, asked.question_uri)
     r.agent = agent.question_uri  # its first block is the agent's Question
     try:
-        deadline = time.monotonic() + 120
-        while r.triples.get_trace(r.user, collection, r.genuine) is None or not _answer_of(r, r.genuine) \
-                or not _answer_of(r, r.agent):
-            assert time.monotonic() < deadline, "the genuine traces were not stored"
-            time.sleep(0.5)
+        _wait_until_settled(r)
         r.documents = loaded_documents(r)
         yield r
     finally:
         r.close()
+
+
+def _wait_until_settled(r: Retention, timeout: float = 180) -> None:
+    """Wait until both genuine traces are complete, with their answers stored, and the collection has stopped
+    changing: the distributed stack writes a trace's last triples through the bus after the command has printed
+    its answer, and a write landing after an example's first look at the collection would read as a change."""
+    deadline = time.monotonic() + timeout
+    last, unchanged = None, 0
+    while True:
+        now = state(r) if _complete(r, r.genuine) and _complete(r, r.agent) and _answer_of(r, r.genuine) \
+            and _answer_of(r, r.agent) else None
+        unchanged = unchanged + 1 if now is not None and now == last else 0
+        if unchanged == 2:  # the same for two seconds
+            return
+        assert time.monotonic() < deadline, "the genuine traces were not stored, or the collection kept changing"
+        last = now
+        time.sleep(1.0)
+
+
+def _complete(r: Retention, question: str) -> bool:
+    """Whether the stored trace of ``question`` has reached its final stage (what tg-show-explain-trace calls
+    complete)."""
+    from trustgraph_base.provenance.walk import collect_trace
+    from trustgraph_cli.trace_model import TraceIndex, build_trace, trace_status, trace_type
+
+    async def q(patterns):
+        return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
+
+    index = TraceIndex(r.run(collect_trace(q, question)))
+    return trace_type(index, question) is not None and trace_status(build_trace(index, question)) == "complete"
 
 
 def _answer_of(r: Retention, question: str) -> bool:
