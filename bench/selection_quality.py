@@ -21,7 +21,9 @@ Backends: ``extractive`` always; ``openai`` (a real OpenAI-compatible endpoint, 
 ``OPENAI_BASE_URL`` is set (its timeout: ``TG_BENCH_LLM_TIMEOUT`` seconds, default 600).  Targets: <= 3,500 prompt
 tokens per GraphRAG query at the defaults, synthesis included; recall with the budget no worse than without.
 
-    python -m bench.selection_quality [--quick] [--json out.json]
+    python -m bench.selection_quality [--quick] [--budgets 3000,0] [--backend openai] [--json out.json]
+
+Each backend and budget also gets the p50 end-to-end latency of its GraphRAG queries.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +63,7 @@ class Outcome:
     selection_tokens: int = 0
     synthesis_tokens: int = 0
     reported_tokens: int = 0
+    seconds: float = 0.0
 
 
 def labelled_set() -> list[Labelled]:
@@ -71,17 +75,29 @@ def backends() -> list[str]:
     return ["extractive"] + (["openai"] if os.environ.get("OPENAI_BASE_URL") else [])
 
 
+def parse_budgets(text: str) -> tuple[int, ...]:
+    """``"3000,0"`` -> (3000, 0): the budgets to compare, the first the one whose recall is set against 0's."""
+    try:
+        budgets = tuple(int(b) for b in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--budgets: {text!r} is not a comma-separated list of whole token counts") from None
+    if not budgets or any(b < 0 for b in budgets):
+        raise SystemExit(f"--budgets: {text!r} must list token counts >= 0 (0: every candidate)")
+    return budgets
+
+
 async def _ask(client, store, user: str, collection: str, question: str, budget: int) -> Outcome:
     from trustgraph_base.provenance import namespaces as ns
     from trustgraph_base.rdf.labels import term_label
     from trustgraph_base.schema import GraphRagQuery, Term, TriplePattern, iri
-    from trustgraph_flow.model.prompts.templates import render
+    from trustgraph_flow.model.prompts.templates import render, without_terms
     from trustgraph_flow.retrieval.graph_rag.budget import estimate_tokens
 
+    started = time.monotonic()
     answer = await stream_request(client, GraphRagQuery(query=question, user=user, collection=collection,
                                                         streaming=True, selection_token_budget=budget),
                                   timeout=float(os.environ.get("TG_BENCH_LLM_TIMEOUT", "600")) * 2)
-    out = Outcome(answer=answer.text)
+    out = Outcome(answer=answer.text, seconds=time.monotonic() - started)
     for t in answer.explain_triples(ns.TG_EDGE_COUNT):
         out.candidates = int(t.o.value)
     for t in answer.explain_triples(ns.TG_SENT_EDGE_COUNT):
@@ -102,12 +118,12 @@ async def _ask(client, store, user: str, collection: str, question: str, budget:
         knowledge.append({"s": s, "p": p, "o": o, "reasoning": reasons.get(sel, "")})
     if knowledge:
         prompt = render("kg-synthesis", {"query": question, "knowledge": knowledge})
-        out.synthesis_tokens = estimate_tokens(prompt.system) + estimate_tokens(prompt.user)
+        out.synthesis_tokens = estimate_tokens(prompt.system) + estimate_tokens(without_terms(prompt.user))
     out.reported_tokens = int(getattr(answer.messages[-1], "in_token", 0) or 0)
     return out
 
 
-async def bench(suite: Suite) -> Results:
+async def bench(suite: Suite, budgets: tuple[int, ...] = BUDGETS, only: list[str] | None = None) -> Results:
     from trustgraph_cli.connection import Connection
     from trustgraph_flow.manifest import closure
 
@@ -118,7 +134,7 @@ async def bench(suite: Suite) -> Results:
     outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]] = {}
     others: dict[str, dict[str, list[int]]] = {}
     try:
-        for backend in backends():
+        for backend in only or backends():
             settings: dict[str, dict] = {"embeddings": {"embedder": shared_embedder()}}
             if backend == "openai":
                 settings["text-completion"] = {"timeout": float(os.environ.get("TG_BENCH_LLM_TIMEOUT", "600")),
@@ -128,7 +144,7 @@ async def bench(suite: Suite) -> Results:
             try:
                 async with Connection.attach(running, timeout=120) as conn:
                     client = await conn.client("graph-rag")
-                    for budget in BUDGETS:
+                    for budget in budgets:
                         print(f"  {backend}, budget {budget or 'none'}: {len(labelled)} question(s) ...", flush=True)
                         rows = outcomes.setdefault((backend, budget), [])
                         for item in labelled:
@@ -141,7 +157,7 @@ async def bench(suite: Suite) -> Results:
                 await running.stop()
     finally:
         store.close()
-    results = figures(outcomes)
+    results = figures(outcomes, budgets)
     for backend, tokens in others.items():
         for kind, counts in tokens.items():
             results.add(Figure(f"prompt tokens per {kind} query, model-reported ({backend})", statistics.median(counts),
@@ -178,7 +194,8 @@ async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[
     return out
 
 
-def figures(outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]]) -> Results:
+def figures(outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]],
+            budgets: tuple[int, ...] = BUDGETS) -> Results:
     """The figures of every backend and budget (see the module docstring)."""
     results = Results()
     recall: dict[tuple[str, int], float] = {}
@@ -210,28 +227,41 @@ def figures(outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]]) -> 
                            spread=f"max {max(per_query)}",
                            note=f"selection + synthesis prompts; edges sent p50 {statistics.median(sent):g} of "
                                 f"{statistics.median([o.candidates for _, o in rows]):g}"))
+        seconds = [o.seconds for _, o in rows]
+        results.add(Figure(f"GraphRAG latency p50 ({label})", statistics.median(seconds), "s",
+                           spread=f"max {max(seconds):.1f} s", note=f"{len(rows)} question(s), end to end"))
         reported = [o.reported_tokens for _, o in rows]
         if any(reported):
             results.add(Figure(f"prompt tokens per GraphRAG query, model-reported ({label})",
                                statistics.median(reported), "tokens", target=PROMPT_TOKEN_TARGET if budget else None,
                                spread=f"max {max(reported)}", note="the trace's usage: selection + synthesis calls"))
     for backend in {b for b, _ in outcomes}:
-        with_budget, without = recall.get((backend, BUDGETS[0])), recall.get((backend, 0))
-        if with_budget is not None and without:
+        with_budget, without = recall.get((backend, budgets[0])), recall.get((backend, 0))
+        if with_budget is not None and without and budgets[0]:
             results.add(Figure(f"selection recall with the budget / without ({backend})", with_budget / without, "x",
                                target=1.0, better="higher",
-                               note=f"{with_budget:.2f} with {BUDGETS[0]} tokens, {without:.2f} with every candidate"))
+                               note=f"{with_budget:.2f} with {budgets[0]} tokens, {without:.2f} with every candidate"))
     return results
 
 
-def run(quick: bool = False, suite: Suite | None = None) -> Results:
-    return run_on_suite(quick, suite, lambda s: bench(s))
+def run(quick: bool = False, suite: Suite | None = None, budgets: tuple[int, ...] = BUDGETS,
+        only: list[str] | None = None) -> Results:
+    return run_on_suite(quick, suite, lambda s: bench(s, budgets, only))
 
 
 def main(argv=None) -> Results:
     parser = bench_parser(__doc__, "4 questions of the labelled set")
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)),
+                        help="edge-selection token budgets to compare, comma-separated (0: every candidate); "
+                             "default %(default)s")
+    parser.add_argument("--backend", action="append", choices=["extractive", "openai"],
+                        help="run only this backend (repeatable; default: extractive, and openai when "
+                             "OPENAI_BASE_URL is set)")
     args = parser.parse_args(argv)
-    return report(run(args.quick), "Edge-selection quality", args.json)
+    if args.backend and "openai" in args.backend and not os.environ.get("OPENAI_BASE_URL"):
+        parser.error("--backend openai needs OPENAI_BASE_URL (e.g. eval \"$(bash scripts/llama.sh env)\")")
+    return report(run(args.quick, budgets=parse_budgets(args.budgets), only=args.backend),
+                  "Edge-selection quality", args.json)
 
 
 if __name__ == "__main__":
