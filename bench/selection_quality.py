@@ -132,7 +132,7 @@ async def bench(suite: Suite, budgets: tuple[int, ...] = BUDGETS, only: list[str
     deployment = suite.deployment("embedded")
     store = deployment.open_stores()[0]
     outcomes: dict[tuple[str, int], list[tuple[Labelled, Outcome]]] = {}
-    others: dict[str, dict[str, list[int]]] = {}
+    others: dict[str, dict[str, list[int | None]]] = {}
     try:
         for backend in only or backends():
             settings: dict[str, dict] = {"embeddings": {"embedder": shared_embedder()}}
@@ -159,13 +159,18 @@ async def bench(suite: Suite, budgets: tuple[int, ...] = BUDGETS, only: list[str
         store.close()
     results = figures(outcomes, budgets)
     for backend, tokens in others.items():
-        for kind, counts in tokens.items():
+        for kind, reported in tokens.items():
+            counts = [c for c in reported if c is not None]
+            if not counts:  # never 0: a count the endpoint did not send is unknown (llama.cpp's streams send none)
+                print(f"  prompt tokens per {kind} query ({backend}): not reported by the endpoint", flush=True)
+                continue
             results.add(Figure(f"prompt tokens per {kind} query, model-reported ({backend})", statistics.median(counts),
-                               "tokens", spread=f"max {max(counts)}", note=f"{len(counts)} question(s)"))
+                               "tokens", spread=f"max {max(counts)}", note=f"{len(counts)} of {len(reported)} "
+                                                                         "question(s) with usage"))
     return results
 
 
-async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[str, list[int]]:
+async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[str, list[int | None]]:
     """Model-reported prompt tokens of the sample corpus's DocumentRAG and agent questions."""
     import uuid
 
@@ -174,7 +179,12 @@ async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[
     from trustgraph_flow.ingest.sample_corpus import sample_questions
 
     timeout = float(os.environ.get("TG_BENCH_LLM_TIMEOUT", "600")) * 4
-    out: dict[str, list[int]] = {"DocumentRAG": [], "agent": []}
+    out: dict[str, list[int | None]] = {"DocumentRAG": [], "agent": []}
+
+    def tokens(answer) -> int | None:
+        counts = [int(t.o.value) for t in answer.explain_triples(ns.TG_IN_TOKEN)]
+        return sum(counts) if counts else None
+
     questions = sample_questions()
     documents = [q.question for q in questions if q.kind == "document"][: 1 if quick else None]
     print(f"  DocumentRAG: {len(documents)} question(s) ...", flush=True)
@@ -182,7 +192,7 @@ async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[
     for q in documents:
         answer = await stream_request(client, DocumentRagQuery(query=q, user=user, collection=collection,
                                                                streaming=True), timeout=timeout)
-        out["DocumentRAG"].append(sum(int(t.o.value) for t in answer.explain_triples(ns.TG_IN_TOKEN)))
+        out["DocumentRAG"].append(tokens(answer))
     agents = [q.question for q in questions if q.kind == "agent"][: 1 if quick else None]
     print(f"  agent: {len(agents)} question(s) ...", flush=True)
     client = await conn.client("agent")
@@ -190,7 +200,7 @@ async def _other_queries(conn, user: str, collection: str, quick: bool) -> dict[
         answer = await stream_request(client, AgentRequest(question=q, user=user, collection=collection,
                                                            session_id=f"bench-{uuid.uuid4().hex[:12]}"),
                                       timeout=timeout)
-        out["agent"].append(sum(int(t.o.value) for t in answer.explain_triples(ns.TG_IN_TOKEN)))
+        out["agent"].append(tokens(answer))
     return out
 
 
