@@ -6,8 +6,8 @@ call the candidates are ranked with the extractive selector's scorer
 (:func:`~trustgraph_flow.model.extractive.edge_selection.score_edges`: the entity vector search's
 cosine, shared question words, anchors named in the question, one-hop closure from them), and
 the longest best-first prefix whose prompt as a model is sent it (system and user text, without
-the terms block only the test server reads) fits the budget is sent.  At least one edge is sent whatever the budget, so a tiny budget never turns a query into
-"nothing explored".
+the terms block only the test server reads) fits the budget is sent.  At least one edge is sent
+whatever the budget, so a tiny budget never turns a query into "nothing explored".
 
 Tokens are estimated, not counted by a tokenizer: :func:`estimate_tokens` is one token per
 :data:`BYTES_PER_TOKEN` UTF-8 bytes, rounded up.  This prompt (hex ids, brackets, JSON) tokenizes
