@@ -353,6 +353,7 @@ async def bench(suite: Suite, traces: int | None = None, triples: int | None = N
                                 "for nodetool); see bench/README.md"))
         return results
     from trustgraph_base.store.cassandra.connection import connect
+    from trustgraph_base.store.cassandra.triples import TRACE_KEY_BUCKETS
     from trustgraph_base.store.names import storage_name
 
     from .stores import graph_batches
@@ -452,7 +453,7 @@ async def bench(suite: Suite, traces: int | None = None, triples: int | None = N
                 await asyncio.to_thread(nodetool_flush_all, nodes, storage_name("tg", ix.user))
                 lists, shows = await asyncio.to_thread(index_latency, ix, "index", newest, 50 if quick else 200)
                 sizes = await asyncio.to_thread(live_bytes, nodes, storage_name("tg", ix.user), False)
-                index_bytes = sizes.get("traces", 0) + sizes.get("trace_uris", 0)
+                index_bytes = sum(sizes.get(t, 0) for t in ("trace_list", "trace_days", "trace_keys"))
                 results.add(
                     Figure(f"list newest 50 of {size:,} traces p50", percentile(lists, 50), "ms", stack=CLUSTER,
                            note=f"p99 {percentile(lists, 99):.1f} ms; store call, RF 3 at LOCAL_QUORUM; index rows "
@@ -461,7 +462,8 @@ async def bench(suite: Suite, traces: int | None = None, triples: int | None = N
                            note=f"p99 {percentile(shows, 99):.1f} ms; index look-up by URI + the whole trace"),
                     Figure(f"trace index bytes per trace at {size:,} traces (all replicas, flushed)",
                            index_bytes / size, "bytes", stack=CLUSTER,
-                           note=f"{mb(index_bytes)}; one partition per collection and kind"))
+                           note=f"{mb(index_bytes)}; listing partitions by kind and day, URI rows in "
+                                f"{TRACE_KEY_BUCKETS} buckets"))
         finally:
             store.close()
     finally:

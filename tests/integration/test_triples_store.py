@@ -832,7 +832,103 @@ def test_cassandra_keyspace_per_user_with_configured_replication(cassandra_servi
     assert set(row.replication.values()) == {row.replication["class"], "1"}  # one replica in each datacenter
     tables = {r.table_name for r in store._session.execute(
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (ks,))}
-    assert {"quads", "quads_scan", "collections", "traces", "trace_uris", "long_terms"} <= tables
+    assert {"quads", "quads_scan", "collections", "trace_list", "trace_days", "trace_keys", "long_terms"} <= tables
+    assert not {"traces", "trace_uris"} & tables  # the trace index before it was bucketed
+
+
+def _cassandra_store(cassandra_service, _keyspaces_to_drop, prefix: str):
+    from trustgraph_base.store.cassandra.connection import CassandraConfig
+
+    store = open_triples_store("cassandra", config=CassandraConfig(hosts=(cassandra_service.host,),
+                                                                     port=cassandra_service.port))
+    user = f"{prefix}{uuid.uuid4().hex[:10]}"
+    _keyspaces_to_drop.append((store._session, storage_name("tg", user)))
+    return store, user
+
+
+@pytest.mark.integration
+def test_cassandra_trace_index_partitions_are_bounded_by_day_and_uri_bucket(cassandra_service, _keyspaces_to_drop):
+    """No trace-index partition grows with the traces a collection keeps: listing rows go to one partition per
+    kind and UTC day of their start, URI rows to one of TRACE_KEY_BUCKETS; a collection delete removes them all."""
+    from trustgraph_base.store.cassandra.triples import TRACE_KEY_BUCKETS
+
+    store, user = _cassandra_store(cassandra_service, _keyspaces_to_drop, "tday")
+    days = ["2024-03-01", "2024-03-02", "2024-03-05"]
+    uris = [f"urn:trustgraph:question:{d}-{i}" for d in days for i in range(3)]
+    for uri in uris:
+        store.insert(user, "c", question_triples(uri, "q?", f"{uri.split(':')[-1][:10]}T12:00:0{uri[-1]}Z"))
+    ks = storage_name("tg", user)
+    session = store._session
+    listed = {(r.kind, r.day) for r in session.execute(f"SELECT kind, day FROM {ks}.trace_days")}
+    day_numbers = {r.day for r in session.execute(f"SELECT DISTINCT collection, kind, day FROM {ks}.trace_list")}
+    assert listed == {(k, d) for k in ("all", "graphrag") for d in day_numbers} and len(day_numbers) == 3
+    keys = {r.bucket for r in session.execute(f"SELECT DISTINCT collection, bucket FROM {ks}.trace_keys")}
+    assert 1 < len(keys) <= TRACE_KEY_BUCKETS
+    # the newest day first, each day newest first, a page crossing days
+    expected = sorted(uris, key=lambda u: (u.split(":")[-1][:10], u[-1]), reverse=True)
+    seen, cursor = [], ""
+    while True:
+        page = store.list_traces(user, "c", limit=2, cursor=cursor)
+        seen += [t.uri for t in page.traces]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    assert seen == expected
+    store.delete_collection(user, "c")
+    for table in ("trace_list", "trace_days", "trace_keys"):
+        assert list(session.execute(f"SELECT * FROM {ks}.{table} LIMIT 1")) == [], table
+    assert store.list_traces(user, "c").traces == [] and store.get_trace(user, "c", uris[0]) is None
+
+
+@pytest.mark.integration
+def test_cassandra_trace_index_written_before_bucketing_is_moved_on_first_use(cassandra_service, _keyspaces_to_drop):
+    """A keyspace with the old tables (one partition per collection) lists, finds, removes and claims as before
+    once a store opens it; the old tables are gone."""
+    from trustgraph_base.store.cassandra.connection import ensure_keyspace
+
+    store, user = _cassandra_store(cassandra_service, _keyspaces_to_drop, "tmove")
+    ks = storage_name("tg", user)
+    session = store._session
+    ensure_keyspace(session, ks, 1)
+    session.execute(f"CREATE TABLE {ks}.traces (collection text, kind text, ts bigint, uri text, type text, "
+                    "question text, time text, parent text, PRIMARY KEY ((collection, kind), ts, uri)) "
+                    "WITH CLUSTERING ORDER BY (ts DESC, uri DESC)")
+    session.execute(f"CREATE TABLE {ks}.trace_uris (collection text, uri text, ts bigint, type text, "
+                    "question text, time text, parent text, PRIMARY KEY ((collection), uri))")
+    old = [("urn:trustgraph:question:old1", "graphrag", 1_709_290_800_000_000, "2024-03-01T11:00:00Z", ""),
+           ("urn:trustgraph:agent:old2", "agent", 1_709_463_600_000_000, "2024-03-03T11:00:00Z", ""),
+           ("urn:trustgraph:question:old3", "graphrag", 1_709_463_600_000_001, "2024-03-03T11:00:00.000001Z",
+            "urn:trustgraph:agent:old2/i1")]
+    for uri, kind, ts, when, parent in old:
+        for k in ("all", kind):
+            session.execute(f"INSERT INTO {ks}.traces (collection, kind, ts, uri, type, question, time, parent) "
+                            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                            ("c", k, ts, uri, kind, f"Q {uri}", when, parent))
+        session.execute(f"INSERT INTO {ks}.trace_uris (collection, uri, ts, type, question, time, parent) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s)", ("c", uri, ts, kind, f"Q {uri}", when, parent))
+    # a claimed Question whose listing rows were never written (an interrupted claim) stays claimed, unlisted
+    session.execute(f"INSERT INTO {ks}.trace_uris (collection, uri, ts, type, question, time, parent) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s)", ("c", "urn:trustgraph:question:claimed", 1, "graphrag",
+                                                            "", "", ""))
+    assert [t.uri for t in store.list_traces(user, "c").traces] == [
+        "urn:trustgraph:question:old3", "urn:trustgraph:agent:old2", "urn:trustgraph:question:old1"]
+    tables = {r.table_name for r in session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (ks,))}
+    assert not {"traces", "trace_uris"} & tables
+    assert [t.uri for t in store.list_traces(user, "c", type="agent").traces] == ["urn:trustgraph:agent:old2"]
+    found = store.get_trace(user, "c", "urn:trustgraph:question:old3")
+    assert (found.type, found.time, found.parent) == ("graphrag", "2024-03-03T11:00:00.000001Z",
+                                                      "urn:trustgraph:agent:old2/i1")
+    assert store.get_trace(user, "c", "urn:trustgraph:question:claimed") is not None
+    store.remove_trace(user, "c", "urn:trustgraph:question:old1")
+    assert [t.uri for t in store.list_traces(user, "c", type="graphrag").traces] == ["urn:trustgraph:question:old3"]
+    # a second store on the same keyspace finds nothing left to move and lists the same
+    again = open_triples_store("cassandra", config=store.config)
+    try:
+        assert [t.uri for t in again.list_traces(user, "c").traces] == [
+            "urn:trustgraph:question:old3", "urn:trustgraph:agent:old2"]
+    finally:
+        again.close()
 
 
 @pytest.mark.integration

@@ -29,11 +29,19 @@ from :func:`~trustgraph_base.store.names.storage_name`, is ever formatted into C
     canonical string is longer than :data:`KEY_MAX_BYTES` is keyed everywhere by
     ``#`` + its SHA-256 (no canonical term starts with ``#``) and its text is stored here once,
     in parts.  Reads resolve such keys with one extra look-up per distinct long term.
-``collections(collection)``, ``traces((collection, kind), ts DESC, uri DESC)``, ``trace_uris((collection), uri)``
-    The collection registry and the trace index: one row per Question in the ``all``
-    partition and one in its type's partition, newest first, so a page is one slice of
-    ``limit`` rows whatever the number of traces; ``trace_uris`` finds a Question by URI, and
-    a trace claim is a lightweight transaction on it.
+``collections(collection)``
+    The collection registry.
+``trace_list((collection, kind, day), ts DESC, uri DESC)``, ``trace_days((collection, kind), day DESC)``
+    The trace listing: one row per Question in the ``all`` kind and one in its type's, newest
+    first, in a partition per UTC day of its start time (:data:`TRACE_DAY_MICROS`), so no
+    partition grows with the number of traces a collection keeps; ``trace_days`` names the days
+    that have rows, so a page is the newest days' slices of ``limit`` rows whatever the number
+    of traces.
+``trace_keys((collection, bucket), uri)``
+    A Question by URI, in one of :data:`TRACE_KEY_BUCKETS` partitions chosen by a hash of the
+    URI; a trace claim is a lightweight transaction on its row.  Keyspaces written before the
+    trace index was bucketed (tables ``traces`` and ``trace_uris``, one partition per collection)
+    are moved over on first use (:meth:`CassandraTriplesStore._migrate_trace_index`).
 
 Reads: :meth:`CassandraTriplesStore.query_many` sends patterns that differ only in their
 partition key (a source-chain walk over many nodes, an exploration hop over many entities) as
@@ -97,6 +105,10 @@ __all__ = ["CassandraTriplesStore", "SCAN_BUCKETS", "KEY_MAX_BYTES"]
 
 #: Partitions of ``quads_scan`` per collection (fixed: changing it orphans stored rows).
 SCAN_BUCKETS = 16
+#: Partitions of ``trace_keys`` per collection (a URI's is a hash of it): 10M traces make ~156k rows each.
+TRACE_KEY_BUCKETS = 64
+#: The span of one ``trace_list`` partition: a UTC day of start times, in microseconds.
+TRACE_DAY_MICROS = 86_400_000_000
 #: Longest canonical term (UTF-8 bytes) used as a key as is; longer ones are keyed by hash.
 KEY_MAX_BYTES = 1024
 #: Characters per ``long_terms`` row (keeps each mutation far below the commit-log limit).
@@ -105,6 +117,8 @@ LONG_PART_CHARS = 256 * 1024
 BATCH_ROWS_PER_KIB = 16
 #: Quads turned into statements at once by :meth:`CassandraTriplesStore.insert`.
 INSERT_CHUNK = 5000
+
+log = logging.getLogger(__name__)
 
 _ALL = "all"
 _TRACE_KINDS = (_ALL, "graphrag", "docrag", "agent")
@@ -165,6 +179,28 @@ def _bucket(s_key: str) -> int:
     return zlib.crc32(s_key.encode("utf-8")) % SCAN_BUCKETS
 
 
+def _chunked(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of at most ``size`` of ``rows``, in order (a driver result set pages itself)."""
+    part: list[Any] = []
+    for row in rows:
+        part.append(row)
+        if len(part) == size:
+            yield part
+            part = []
+    if part:
+        yield part
+
+
+def _key_bucket(uri: str) -> int:
+    """The ``trace_keys`` partition of a Question URI."""
+    return zlib.crc32(uri.encode("utf-8")) % TRACE_KEY_BUCKETS
+
+
+def _day(ts: int) -> int:
+    """The ``trace_list`` partition of a start time (microseconds since the epoch)."""
+    return ts // TRACE_DAY_MICROS
+
+
 class _Statements:
     """Prepared statements of one keyspace."""
 
@@ -199,22 +235,28 @@ class _Statements:
         self.insert_collection = p(f"INSERT INTO {ks}.collections (collection) VALUES (?)")
         self.delete_collection = p(f"DELETE FROM {ks}.collections WHERE collection = ?")
         self.list_collections = p(f"SELECT collection FROM {ks}.collections")
-        self.insert_trace = p(f"INSERT INTO {ks}.traces (collection, kind, ts, uri, type, question, time, parent) "
-                              f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-        self.insert_trace_uri = p(f"INSERT INTO {ks}.trace_uris (collection, uri, ts, type, question, time, parent) "
-                                  f"VALUES (?, ?, ?, ?, ?, ?, ?)")
-        self.claim_trace_uri = p(f"INSERT INTO {ks}.trace_uris (collection, uri, ts, type, question, time, parent) "
-                                 f"VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
-        self.get_trace_uri = p(f"SELECT uri, type, question, time, parent, ts FROM {ks}.trace_uris "
-                               f"WHERE collection = ? AND uri = ?")
-        self.delete_trace = p(f"DELETE FROM {ks}.traces WHERE collection = ? AND kind = ? AND ts = ? AND uri = ?")
-        self.delete_trace_uri = p(f"DELETE FROM {ks}.trace_uris WHERE collection = ? AND uri = ?")
-        self.delete_trace_kind = p(f"DELETE FROM {ks}.traces WHERE collection = ? AND kind = ?")
-        self.delete_trace_uris = p(f"DELETE FROM {ks}.trace_uris WHERE collection = ?")
+        self.insert_trace = p(f"INSERT INTO {ks}.trace_list (collection, kind, day, ts, uri, type, question, time, "
+                              f"parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        self.insert_trace_day = p(f"INSERT INTO {ks}.trace_days (collection, kind, day) VALUES (?, ?, ?)")
+        key_cols = "(collection, bucket, uri, ts, type, question, time, parent)"
+        self.insert_trace_uri = p(f"INSERT INTO {ks}.trace_keys {key_cols} VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        self.claim_trace_uri = p(f"INSERT INTO {ks}.trace_keys {key_cols} VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                                 f"IF NOT EXISTS")
+        self.get_trace_uri = p(f"SELECT uri, type, question, time, parent, ts FROM {ks}.trace_keys "
+                               f"WHERE collection = ? AND bucket = ? AND uri = ?")
+        self.delete_trace = p(f"DELETE FROM {ks}.trace_list WHERE collection = ? AND kind = ? AND day = ? AND ts = ? "
+                              f"AND uri = ?")
+        self.delete_trace_uri = p(f"DELETE FROM {ks}.trace_keys WHERE collection = ? AND bucket = ? AND uri = ?")
+        self.delete_trace_day = p(f"DELETE FROM {ks}.trace_list WHERE collection = ? AND kind = ? AND day = ?")
+        self.delete_trace_days = p(f"DELETE FROM {ks}.trace_days WHERE collection = ? AND kind = ?")
+        self.delete_trace_keys = p(f"DELETE FROM {ks}.trace_keys WHERE collection = ? AND bucket = ?")
+        self.list_trace_days = p(f"SELECT day FROM {ks}.trace_days WHERE collection = ? AND kind = ?")
+        self.list_trace_days_to = p(f"SELECT day FROM {ks}.trace_days WHERE collection = ? AND kind = ? AND day <= ?")
         trace_cols = "ts, uri, type, question, time, parent"
-        self.list_traces = p(f"SELECT {trace_cols} FROM {ks}.traces WHERE collection = ? AND kind = ? LIMIT ?")
-        self.list_traces_after = p(f"SELECT {trace_cols} FROM {ks}.traces WHERE collection = ? AND kind = ? "
-                                   f"AND (ts, uri) < (?, ?) LIMIT ?")
+        self.list_traces = p(f"SELECT {trace_cols} FROM {ks}.trace_list WHERE collection = ? AND kind = ? "
+                             f"AND day = ? LIMIT ?")
+        self.list_traces_after = p(f"SELECT {trace_cols} FROM {ks}.trace_list WHERE collection = ? AND kind = ? "
+                                   f"AND day = ? AND (ts, uri) < (?, ?) LIMIT ?")
 
 
 _TABLES = (
@@ -225,12 +267,16 @@ _TABLES = (
     "CREATE TABLE IF NOT EXISTS {ks}.long_terms (collection text, h text, part int, value text, "
     "PRIMARY KEY ((collection, h), part))",
     "CREATE TABLE IF NOT EXISTS {ks}.collections (collection text PRIMARY KEY)",
-    "CREATE TABLE IF NOT EXISTS {ks}.traces (collection text, kind text, ts bigint, uri text, type text, "
-    "question text, time text, parent text, PRIMARY KEY ((collection, kind), ts, uri)) "
+    "CREATE TABLE IF NOT EXISTS {ks}.trace_list (collection text, kind text, day bigint, ts bigint, uri text, "
+    "type text, question text, time text, parent text, PRIMARY KEY ((collection, kind, day), ts, uri)) "
     "WITH CLUSTERING ORDER BY (ts DESC, uri DESC)",
-    "CREATE TABLE IF NOT EXISTS {ks}.trace_uris (collection text, uri text, ts bigint, type text, question text, "
-    "time text, parent text, PRIMARY KEY ((collection), uri))",
+    "CREATE TABLE IF NOT EXISTS {ks}.trace_days (collection text, kind text, day bigint, "
+    "PRIMARY KEY ((collection, kind), day)) WITH CLUSTERING ORDER BY (day DESC)",
+    "CREATE TABLE IF NOT EXISTS {ks}.trace_keys (collection text, bucket int, uri text, ts bigint, type text, "
+    "question text, time text, parent text, PRIMARY KEY ((collection, bucket), uri))",
 )
+#: The trace index's tables before it was bucketed (moved over and dropped on first use of a keyspace).
+_UNBUCKETED_TRACE_TABLES = ("traces", "trace_uris")
 
 
 class CassandraTriplesStore(TriplesStoreBase[_Statements]):
@@ -299,8 +345,39 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
                 pending = [session.execute_async(ddl.format(ks=ks), timeout=self._ddl_timeout) for ddl in _TABLES]
                 for future in pending:
                     future.result()
-                st = self._statements[ks] = _Statements(session, ks)
+                st = _Statements(session, ks)
+                self._migrate_trace_index(st, ks)
+                self._statements[ks] = st
         return st
+
+    def _migrate_trace_index(self, st: _Statements, ks: str, chunk: int = 10_000) -> None:
+        """Move a trace index written before it was bucketed (tables ``traces`` and ``trace_uris``, one
+        partition per collection) into ``trace_list``, ``trace_days`` and ``trace_keys``, then drop the old
+        tables.  The copies are upserts, so a move cut short is done again, whole, on the next first use."""
+        session = self._session
+        found = {r.table_name for r in session.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (ks,))}
+        old = [t for t in _UNBUCKETED_TRACE_TABLES if t in found]
+        if not old:
+            return
+        moved = 0
+        if "trace_uris" in old:
+            rows = session.execute(f"SELECT collection, uri, ts, type, question, time, parent FROM {ks}.trace_uris")
+            for part in _chunked(rows, chunk):
+                self._run([(st.insert_trace_uri, (r.collection, _key_bucket(r.uri), r.uri, r.ts, r.type, r.question,
+                                                  r.time, r.parent)) for r in part], "trace index move")
+                moved += len(part)
+        if "traces" in old:
+            rows = session.execute(f"SELECT collection, kind, ts, uri, type, question, time, parent FROM {ks}.traces")
+            for part in _chunked(rows, chunk):
+                days = {(r.collection, r.kind, _day(r.ts)) for r in part}
+                self._run([(st.insert_trace_day, d) for d in days], "trace index move")
+                self._run([(st.insert_trace, (r.collection, r.kind, _day(r.ts), r.ts, r.uri, r.type, r.question,
+                                              r.time, r.parent)) for r in part], "trace index move")
+        for table in old:
+            session.execute(f"DROP TABLE IF EXISTS {ks}.{table}", timeout=self._ddl_timeout)
+        log.info("%s: the trace index of %d trace(s) moved to day and URI buckets; dropped %s", ks, moved,
+                 ", ".join(old))
 
     def _ensure_keyspace(self, ks: str, attempts: int = 3) -> None:
         """Create the keyspace; schema changes on a busy node can outlast the request time-out, so a
@@ -386,7 +463,7 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
         st = self._prepared(user)
         # the trace index is read (is a Question already indexed?) alongside the last chunk's writes;
         # the collection's registry row travels in the first chunk's batches
-        lookups = [(st.get_trace_uri, (collection, t.summary.uri)) for t in traces]
+        lookups = [(st.get_trace_uri, (collection, _key_bucket(t.summary.uri), t.summary.uri)) for t in traces]
         existing: list[Any] = []
         for i in range(0, max(len(quads), 1), INSERT_CHUNK):
             last = i + INSERT_CHUNK >= len(quads)
@@ -406,7 +483,8 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
 
         st = self._prepared(user)
         s = question.summary
-        claim = st.claim_trace_uri.bind((collection, s.uri, question.ts, s.type, s.question, s.time, s.parent))
+        claim = st.claim_trace_uri.bind((collection, _key_bucket(s.uri), s.uri, question.ts, s.type, s.question, s.time,
+                                         s.parent))
         claim.serial_consistency_level = ConsistencyLevel.SERIAL
         with cassandra_errors("trace claim"):
             if not lwt_applied(self._session.execute(claim)):
@@ -471,33 +549,42 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
 
     def _index_traces(self, st: _Statements, collection: str, traces: Sequence[IndexedTrace],
                       existing: Sequence[Any], uri_rows: bool = True) -> None:
-        """Index Questions not indexed yet (``existing``: their ``trace_uris`` rows; the first indexing
+        """Index Questions not indexed yet (``existing``: their ``trace_keys`` rows; the first indexing
         wins, as in SQLite); rows of one partition stay adjacent in the batches.  Without ``uri_rows``
-        only the listing rows are written (a claim wrote the ``trace_uris`` row)."""
-        from cassandra.query import BatchStatement, BatchType
-
-        groups: dict[str, list[tuple[Any, tuple[Any, ...], int]]] = defaultdict(list)
+        only the listing rows are written (a claim wrote the ``trace_keys`` row).  The ``trace_days``
+        rows go first, so a listed row's day is always known to the listing."""
+        groups: dict[tuple[Any, ...], list[tuple[Any, tuple[Any, ...], int]]] = defaultdict(list)
+        days: set[tuple[str, int]] = set()
         for t, rows in zip(traces, existing, strict=True):
             if rows:
                 continue
-            s = t.summary
-            size = 48 + len(s.uri) + len(s.question) + len(s.time) + len(s.parent)
+            s, day = t.summary, _day(t.ts)
+            size = 56 + len(s.uri) + len(s.question) + len(s.time) + len(s.parent)
             for kind in (_ALL, s.type):
-                groups[kind].append((st.insert_trace, (collection, kind, t.ts, s.uri, s.type, s.question, s.time,
-                                                       s.parent), size))
+                days.add((kind, day))
+                groups[(kind, day)].append((st.insert_trace, (collection, kind, day, t.ts, s.uri, s.type, s.question,
+                                                              s.time, s.parent), size))
             if uri_rows:
-                groups[""].append((st.insert_trace_uri, (collection, s.uri, t.ts, s.type, s.question, s.time,
-                                                         s.parent), size))
+                groups[("", _key_bucket(s.uri))].append((st.insert_trace_uri, (
+                    collection, _key_bucket(s.uri), s.uri, t.ts, s.type, s.question, s.time, s.parent), size))
+        self._run(self._row_batches([[(st.insert_trace_day, (collection, kind, day), 48)] for kind, day in days]),
+                  "trace index")
         # One request for a query's Question: its (at most five) partitions share a batch.
+        self._run(self._row_batches(list(groups.values())), "trace index")
+
+    def _row_batches(self, partitions: list[list[tuple[Any, tuple[Any, ...], int]]]) -> list[tuple[Any, Any]]:
+        """Unlogged batches of bound rows ``(statement, values, size)``, a partition's rows adjacent."""
+        from cassandra.query import BatchStatement, BatchType
+
         statements: list[tuple[Any, Any]] = []
         batch, used = None, 0
-        for stmt, params, size in (row for rows in groups.values() for row in rows):
+        for stmt, params, size in (row for rows in partitions for row in rows):
             if batch is None or used + size > self.batch_bytes or len(batch) >= self.batch_rows:
                 batch, used = BatchStatement(batch_type=BatchType.UNLOGGED), 0
                 statements.append((batch, ()))
             batch.add(stmt, params)
             used += size
-        self._run(statements, "trace index")
+        return statements
 
     def _delete(self, st: _Statements, user: str, collection: str, quads: list[QuadKey]) -> int:
         keyed = [tuple(_store_key(x) for x in q) for q in quads]
@@ -555,8 +642,7 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
                 if len(deleted) > 1_000_000:
                     deleted.clear()
             self._run([(st.delete_bucket, (c, bucket))], "collection delete")
-        self._run([(st.delete_trace_kind, (c, kind)) for kind in _TRACE_KINDS]
-                  + [(st.delete_trace_uris, (c,))], "collection delete")
+        self._delete_trace_index(st, c)
         self._run([(st.delete_collection, (c,))], "collection delete")
         return count
 
@@ -754,15 +840,34 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
 
     # ------------------------------------------------------------ trace index
 
+    def _delete_trace_index(self, st: _Statements, c: str) -> None:
+        """Every row of collection ``c``'s trace index: each day's listing, then the days, then the keys."""
+        with cassandra_errors("collection delete"):
+            days = {kind: [r.day for r in self._session.execute(st.list_trace_days, (c, kind))]
+                    for kind in _TRACE_KINDS}
+        self._run([(st.delete_trace_day, (c, kind, day)) for kind, ds in days.items() for day in ds],
+                  "collection delete")
+        self._run([(st.delete_trace_days, (c, kind)) for kind in _TRACE_KINDS]
+                  + [(st.delete_trace_keys, (c, b)) for b in range(TRACE_KEY_BUCKETS)], "collection delete")
+
     def _list_traces(self, st: _Statements, user: str, collection: str, type: str, limit: int,
                      after: tuple[int, str] | None) -> TracePage:
-        """One slice of ``limit + 1`` rows."""
+        """``limit + 1`` rows from the newest days' slices (after the cursor's row, on its day and older ones)."""
         kind = type or _ALL
+        rows: list[Any] = []
         with cassandra_errors("list traces"):
             if after is None:
-                rows = list(self._session.execute(st.list_traces, (collection, kind, limit + 1)))
+                days = self._session.execute(st.list_trace_days, (collection, kind))
             else:
-                rows = list(self._session.execute(st.list_traces_after, (collection, kind, *after, limit + 1)))
+                days = self._session.execute(st.list_trace_days_to, (collection, kind, _day(after[0])))
+            for day in (r.day for r in days):
+                wanted = limit + 1 - len(rows)
+                if after is not None and day == _day(after[0]):
+                    rows += self._session.execute(st.list_traces_after, (collection, kind, day, *after, wanted))
+                else:
+                    rows += self._session.execute(st.list_traces, (collection, kind, day, wanted))
+                if len(rows) > limit:
+                    break
         page = [TraceSummary(uri=r.uri, type=r.type, question=r.question, time=r.time, parent=r.parent)
                 for r in rows[:limit]]
         next_cursor = encode_cursor(rows[limit - 1].ts, rows[limit - 1].uri) if len(rows) > limit else ""
@@ -770,19 +875,21 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
 
     def _get_trace(self, st: _Statements, user: str, collection: str, question_uri: str) -> TraceSummary | None:
         with cassandra_errors("get trace"):
-            row = self._session.execute(st.get_trace_uri, (collection, question_uri)).one()
+            row = self._session.execute(st.get_trace_uri, (collection, _key_bucket(question_uri), question_uri)).one()
         if row is None:
             return None
         return TraceSummary(uri=row.uri, type=row.type, question=row.question, time=row.time, parent=row.parent)
 
     def _remove_trace(self, st: _Statements, user: str, collection: str, question_uri: str) -> None:
+        bucket = _key_bucket(question_uri)
         with cassandra_errors("remove trace"):
-            row = self._session.execute(st.get_trace_uri, (collection, question_uri)).one()
+            row = self._session.execute(st.get_trace_uri, (collection, bucket, question_uri)).one()
         if row is None:
             return
-        self._run([(st.delete_trace, (collection, _ALL, row.ts, row.uri)),
-                   (st.delete_trace, (collection, row.type, row.ts, row.uri))], "remove trace")
-        self._run([(st.delete_trace_uri, (collection, question_uri))], "remove trace")
+        day = _day(row.ts)
+        self._run([(st.delete_trace, (collection, _ALL, day, row.ts, row.uri)),
+                   (st.delete_trace, (collection, row.type, day, row.ts, row.uri))], "remove trace")
+        self._run([(st.delete_trace_uri, (collection, bucket, question_uri))], "remove trace")
 
     def close(self) -> None:
         """Forget prepared statements; the shared session stays open for other stores of this process."""
