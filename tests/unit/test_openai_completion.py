@@ -10,8 +10,9 @@ import urllib.request
 
 import pytest
 
+from trustgraph_base.telemetry import genai, tracing
 from trustgraph_flow.model.prompts import LlmPrompter, render
-from trustgraph_flow.model.prompts.templates import without_terms
+from trustgraph_flow.model.prompts.templates import TERMS_HEADING, without_terms
 from trustgraph_flow.model.testserver import MALFORMED_EXTRA_LINES, start_server
 from trustgraph_flow.model.text_completion import Completion, LlmError, OpenAICompletion
 
@@ -305,6 +306,79 @@ async def test_the_test_server_is_sent_the_terms_block_it_answers_from(client, s
     await client.complete(SYNTHESIS.system, SYNTHESIS.user)
     assert server.chat_requests()[-1].body["messages"][-1]["content"] == SYNTHESIS.user
     assert "<data>" in SYNTHESIS.user
+
+
+@pytest.fixture
+def spans(monkeypatch):
+    """Tracing on with prompts captured (the user's opt-in), finished spans kept in memory instead of exported."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # the set-up install_state makes, with this provider; monkeypatch puts the previous one back
+    monkeypatch.setattr(tracing, "_state", tracing._State(provider.get_tracer(tracing.INSTRUMENTATION), provider))
+    monkeypatch.setenv(genai.CAPTURE_CONTENT_ENV, "true")
+    yield exporter
+    provider.shutdown()
+
+
+def _span_inputs(span) -> dict:
+    """The input messages a chat span records, as (role, content) pairs, under each convention it follows."""
+    attrs = span.attributes
+    gen_ai = [(m["role"], m["parts"][0]["content"]) for m in json.loads(attrs[genai.INPUT_MESSAGES])]
+    openinference = [(attrs[f"llm.input_messages.{i}.message.role"], attrs[f"llm.input_messages.{i}.message.content"])
+                     for i in range(len(gen_ai))]
+    return {"gen_ai": gen_ai, "openinference": openinference, "input.value": attrs["input.value"]}
+
+
+def _as_received(request) -> dict:
+    """What :func:`_span_inputs` gives for a span that records exactly what the server received."""
+    pairs = [(m["role"], m["content"]) for m in request.body["messages"]]
+    return {"gen_ai": pairs, "openinference": pairs, "input.value": pairs[-1][1]}
+
+
+async def test_a_span_records_the_prompt_a_model_server_is_sent_without_the_terms_block(spans):
+    with start_server("scripted", {"kg-synthesis": ["one", "two", "three"]}) as model_server:
+        model_server.declare_terms(False)
+        async with OpenAICompletion(model_server.base_url, "k", "m") as completion:
+            await completion.complete(SYNTHESIS.system, SYNTHESIS.user)
+            [c async for c in completion.stream(SYNTHESIS.system, SYNTHESIS.user)]
+        async with OpenAICompletion(model_server.base_url, "k", "m", stream_completions=False) as plain:
+            await plain.complete(SYNTHESIS.system, SYNTHESIS.user)
+        received = model_server.chat_requests()
+    finished = [s for s in spans.get_finished_spans() if s.name == "chat m"]
+    assert len(finished) == len(received) == 3
+    for span, request in zip(finished, received, strict=True):
+        recorded = _span_inputs(span)
+        assert recorded == _as_received(request)
+        assert recorded["input.value"] == without_terms(SYNTHESIS.user)
+        texts = [str(v) for k, v in span.attributes.items() if "input" in k]
+        assert not any("<data>" in t or TERMS_HEADING in t for t in texts), texts
+
+
+async def test_a_span_keeps_the_terms_block_an_endpoint_that_declares_it_is_sent(spans, client, server):
+    await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    [c async for c in client.stream(SYNTHESIS.system, SYNTHESIS.user)]
+    finished = [s for s in spans.get_finished_spans() if s.name == "chat any-model"]
+    received = server.chat_requests()
+    assert len(finished) == len(received) == 2
+    for span, request in zip(finished, received, strict=True):
+        assert _span_inputs(span) == _as_received(request)
+        assert _span_inputs(span)["input.value"] == SYNTHESIS.user and "<data>" in SYNTHESIS.user
+
+
+async def test_without_the_opt_in_a_span_records_no_prompt(spans, client, server, monkeypatch):
+    monkeypatch.delenv(genai.CAPTURE_CONTENT_ENV)
+    await client.complete(SYNTHESIS.system, SYNTHESIS.user)
+    [c async for c in client.stream(SYNTHESIS.system, SYNTHESIS.user)]
+    finished = [s for s in spans.get_finished_spans() if s.name == "chat any-model"]
+    assert len(finished) == 2
+    for span in finished:
+        assert span.attributes[genai.REQUEST_MODEL] == "any-model"
+        assert not any("input" in k and "token" not in k for k in span.attributes), dict(span.attributes)
 
 
 @pytest.mark.parametrize("fault, asked", [("dropped", 2), ("404", 1)])

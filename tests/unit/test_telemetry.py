@@ -108,15 +108,18 @@ def test_message_content_goes_on_model_spans_only_on_opt_in(monkeypatch, dead_en
     assert not any("polonium" in str(v) for v in plain.values())
     assert telemetry.install_state(endpoint=dead_endpoint)
     with telemetry.span("chat m") as s:
+        genai.set_inputs(s, messages)
         genai.set_response(s, model="m-1", input_tokens=7, output_tokens=3, finish_reason="stop", output="Curie")
         assert s.attributes[genai.INPUT_TOKENS] == 7 and s.attributes[genai.OUTPUT_TOKENS] == 3
         assert tuple(s.attributes[genai.FINISH_REASONS]) == ("stop",) and s.attributes[genai.RESPONSE_MODEL] == "m-1"
-        assert not any("Curie" in str(v) for v in s.attributes.values())
+        assert not any("Curie" in str(v) or "polonium" in str(v) for v in s.attributes.values())
 
     monkeypatch.setenv(genai.CAPTURE_CONTENT_ENV, "true")
     opted = genai.request_attributes("chat", "openai", "m", inputs=messages)
     assert "polonium" in opted[genai.INPUT_MESSAGES] and opted["input.value"] == messages[-1]["content"]
     with telemetry.span("chat m") as s:
+        genai.set_inputs(s, messages)  # the same attributes, set once the request as sent is known
+        assert {k: s.attributes[k] for k in opted if "input" in k} == {k: v for k, v in opted.items() if "input" in k}
         genai.set_response(s, model="m", input_tokens=7, output_tokens=3, finish_reason="stop", output="Curie")
         assert "Curie" in s.attributes[genai.OUTPUT_MESSAGES] and s.attributes["output.value"] == "Curie"
 

@@ -16,7 +16,7 @@ from .tracing import AttributeValue, set_attributes
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-__all__ = ["CAPTURE_CONTENT_ENV", "capture_content", "request_attributes", "set_response"]
+__all__ = ["CAPTURE_CONTENT_ENV", "capture_content", "request_attributes", "set_inputs", "set_response"]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -53,12 +53,27 @@ def request_attributes(operation: str, provider: str, model: str, *, temperature
     if max_tokens is not None:
         attrs[MAX_TOKENS] = max_tokens
     if inputs and capture_content():
-        attrs[INPUT_MESSAGES] = json.dumps([{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]}
-                                            for m in inputs], ensure_ascii=False)
-        attrs["input.value"] = inputs[-1]["content"]
-        for i, m in enumerate(inputs):
-            attrs[f"llm.input_messages.{i}.message.role"] = m["role"]
-            attrs[f"llm.input_messages.{i}.message.content"] = m["content"]
+        attrs.update(_input_attributes(inputs))
+    return attrs
+
+
+def set_inputs(s: Span | None, messages: list[dict[str, str]]) -> None:
+    """Record a chat call's messages once the request as sent is known (it may differ from the caller's: a
+    client can rewrite the prompt for its endpoint); on opt-in only, like :func:`request_attributes`."""
+    if s is None or not messages or not capture_content():
+        return
+    set_attributes(_input_attributes(messages), s)
+
+
+def _input_attributes(messages: list[dict[str, str]]) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {
+        INPUT_MESSAGES: json.dumps([{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]}
+                                    for m in messages], ensure_ascii=False),
+        "input.value": messages[-1]["content"],
+    }
+    for i, m in enumerate(messages):
+        attrs[f"llm.input_messages.{i}.message.role"] = m["role"]
+        attrs[f"llm.input_messages.{i}.message.content"] = m["content"]
     return attrs
 
 

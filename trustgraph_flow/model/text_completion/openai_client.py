@@ -378,14 +378,16 @@ class OpenAICompletion:
         client = self._client()
         deadline = asyncio.get_running_loop().time() + self.timeout
 
-        async def attempt(remaining: float) -> Completion:
-            sent = await self._as_sent(client, request, remaining)
-            if self.stream_completions:
-                return await self._streamed_completion(client, sent, remaining)
-            response = await client.chat.completions.create(**sent, timeout=remaining)
-            return self._to_completion(response)
-
         with telemetry.span(f"chat {self.model}", kind="client", attributes=self._span_attributes(request)) as span:
+            async def attempt(remaining: float) -> Completion:
+                sent = await self._as_sent(client, request, remaining)
+                # each attempt records what it sends: a retry may differ when the model list was not read before
+                genai.set_inputs(span, sent["messages"])
+                if self.stream_completions:
+                    return await self._streamed_completion(client, sent, remaining)
+                response = await client.chat.completions.create(**sent, timeout=remaining)
+                return self._to_completion(response)
+
             c: Completion = await self._with_retries(attempt, deadline, "completion")
             genai.set_response(span, model=c.model, input_tokens=c.in_token, output_tokens=c.out_token,
                                finish_reason=c.finish_reason, output=c.text)
@@ -428,11 +430,12 @@ class OpenAICompletion:
                                        "arrives unless started with --interrupt_requests False)", retryable=True)
 
     def _span_attributes(self, request: dict) -> dict[str, AttributeValue]:
-        """The GenAI attributes of a call's span (docs/observability.md); {} when tracing is off."""
+        """The GenAI attributes of a call's span (docs/observability.md); {} when tracing is off.  The input
+        messages are left out: each attempt records them as sent (:meth:`_as_sent` may drop the terms block)."""
         if not telemetry.enabled():
             return {}
         return genai.request_attributes("chat", "openai", self.model, temperature=request["temperature"],
-                                        max_tokens=request["max_tokens"], inputs=request["messages"])
+                                        max_tokens=request["max_tokens"])
 
     def _to_completion(self, response: Any) -> Completion:
         choices = getattr(response, "choices", None)
@@ -466,11 +469,14 @@ class OpenAICompletion:
         client = self._client()
         loop = asyncio.get_running_loop()
         include_usage = self.stream_usage
+        # An async generator shares its caller's context, so its span is not made current (tracing.start_span).
+        span = telemetry.start_span(f"chat {self.model}", kind="client", attributes=self._span_attributes(request))
 
         async def attempt(remaining: float) -> Any:
             nonlocal include_usage
             extra = {"stream_options": {"include_usage": True}} if include_usage else {}
             sent = await self._as_sent(client, request, remaining)
+            genai.set_inputs(span, sent["messages"])  # as in complete(): what this attempt sends
             try:
                 return await client.chat.completions.create(**sent, stream=True, timeout=remaining, **extra)
             except Exception as exc:
@@ -482,8 +488,6 @@ class OpenAICompletion:
                     return await client.chat.completions.create(**sent, stream=True, timeout=remaining)
                 raise
 
-        # An async generator shares its caller's context, so its span is not made current (tracing.start_span).
-        span = telemetry.start_span(f"chat {self.model}", kind="client", attributes=self._span_attributes(request))
         error: BaseException | None = None
         try:
             async with contextlib.aclosing(self._stream(attempt, loop, span)) as chunks:
