@@ -89,6 +89,15 @@ def test_a_model_is_sent_the_readable_prompt_without_the_terms_block(template_id
     assert parse_rendered(prompt.system, sent) == (template_id, None)  # nothing left for the test server
 
 
+@pytest.mark.parametrize("template_id", sorted(TEMPLATES))
+def test_rendering_without_the_terms_block_gives_what_a_model_is_sent(template_id):
+    terms = TERMS[template_id]  # every registered template has example terms here
+    without = render(template_id, terms, terms_block=False)
+    assert without.user == without_terms(render(template_id, terms).user)
+    assert without.system == render(template_id, terms).system
+    assert get_template(template_id).render(terms, terms_block=False) == without
+
+
 @settings(max_examples=150, deadline=None)
 @given(question=st.lists(st.sampled_from(["a", " ", "\n", "{", "<data>", "</data>", TERMS_HEADING, "é"]),
                         max_size=40).map("".join))
@@ -97,6 +106,7 @@ def test_only_the_rendered_terms_block_is_removed(question):
     user = render("kg-synthesis", terms).user
     sent = without_terms(user)
     assert sent == f"{get_template('kg-synthesis').render_user(terms).rstrip()}\n"
+    assert render("kg-synthesis", terms, terms_block=False).user == sent
     typed = f"Question: {question}\n\n{TERMS_HEADING}\n<data>\nnot json\n</data>\n"
     assert without_terms(typed) == typed  # not the rendered shape: left alone
 

@@ -100,6 +100,23 @@ def test_a_tiny_budget_still_sends_the_best_edge():
     assert cut.sent == 1 and cut.sent_ids[0] in {"e-marie", "e-pierre"} and cut.prompt_tokens > 10
 
 
+@pytest.mark.parametrize("budget", [0, 10, 800, 1500, 3000, 6000, 100_000])
+def test_the_figures_are_those_of_the_prompt_without_its_terms_block(budget):
+    """The estimate renders no terms block; its figures and cut equal those of the full prompt with the block
+    removed (prompt_tokens above), for 150 candidates and any budget."""
+    knowledge = candidates(150)
+    cut = cut_candidates(QUERY, knowledge, SCORES, 25, budget)
+    assert cut.prompt_tokens == prompt_tokens(cut.terms)
+    if budget == 0 or cut.sent == len(knowledge):
+        return
+    assert cut.sent == 1 or cut.prompt_tokens <= budget
+    ranked = [next(k for k in knowledge if k["id"] == item.id) for item in score_edges(QUERY, knowledge, SCORES)]
+    named = {k["s"] for k in ranked[: cut.sent + 1]} | {k["o"] for k in ranked[: cut.sent + 1]}
+    one_more = {**cut.terms, "knowledge": ranked[: cut.sent + 1],
+                "entity_scores": {label: v for label, v in SCORES.items() if label in named}}
+    assert prompt_tokens(one_more) > budget
+
+
 def test_a_negative_budget_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="must be >= 0"):
         cut_candidates(QUERY, candidates(), SCORES, 25, -1)

@@ -58,20 +58,25 @@ class PromptTemplate:
     #: the JSON schema of the answer for these terms, for endpoints that support structured output
     schema: Callable[[dict], dict] | None = None
 
-    def render(self, terms: dict) -> RenderedPrompt:
+    def render(self, terms: dict, *, terms_block: bool = True) -> RenderedPrompt:
         """Check ``terms`` and render both messages.
 
         :param terms: plain Python values following the template's contract.
+        :param terms_block: False leaves the terms block out, giving the user text :func:`without_terms` would
+            (what a model is sent) without serialising the terms, e.g. to measure a prompt; the terms are then
+            not checked to be JSON-serialisable.
         :raises PromptError: the terms break the contract or are not JSON-serialisable.
         """
         if not isinstance(terms, dict):
             raise PromptError(f"template {self.id!r}: terms must be a dict, got {type(terms).__name__}")
         self.check_terms(terms)
-        try:
-            data = json.dumps(terms, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise PromptError(f"template {self.id!r}: terms are not JSON-serialisable: {exc}") from exc
-        user = f"{self.render_user(terms).rstrip()}\n\n{TERMS_HEADING}\n{DATA_OPEN}\n{data}\n{DATA_CLOSE}\n"
+        user = f"{self.render_user(terms).rstrip()}\n"
+        if terms_block:
+            try:
+                data = json.dumps(terms, ensure_ascii=False, sort_keys=True)
+            except (TypeError, ValueError) as exc:
+                raise PromptError(f"template {self.id!r}: terms are not JSON-serialisable: {exc}") from exc
+            user += f"\n{TERMS_HEADING}\n{DATA_OPEN}\n{data}\n{DATA_CLOSE}\n"
         if self.closing:
             user += f"\n{self.closing}\n"
         return RenderedPrompt(system=self.system, user=user)
@@ -353,14 +358,15 @@ def get_template(template_id: str) -> PromptTemplate:
     return template
 
 
-def render(template_id: str, terms: dict) -> RenderedPrompt:
+def render(template_id: str, terms: dict, *, terms_block: bool = True) -> RenderedPrompt:
     """Render template ``template_id`` with ``terms``.
 
     :param template_id: template id.
     :param terms: the template's terms.
+    :param terms_block: False leaves the terms block out (see :meth:`PromptTemplate.render`).
     :raises PromptError: unknown template or bad terms.
     """
-    return get_template(template_id).render(terms)
+    return get_template(template_id).render(terms, terms_block=terms_block)
 
 
 def parse_rendered(system: str, user: str) -> tuple[str | None, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...model.extractive.edge_selection import score_edges
-from ...model.prompts.templates import render, without_terms
+from ...model.prompts.templates import render
 
 __all__ = ["BUDGET_ENV", "BYTES_PER_TOKEN", "DEFAULT_SELECTION_TOKEN_BUDGET", "SelectionCut", "configured_budget",
            "cut_candidates", "estimate_tokens"]
@@ -85,9 +85,10 @@ class SelectionCut:
 
 
 def _prompt_tokens(terms: dict, count: Callable[[str], int]) -> int:
-    """Tokens of the prompt as a model is sent it: without the terms block only the test server reads."""
-    prompt = render(TEMPLATE, terms)
-    return count(prompt.system) + count(without_terms(prompt.user))
+    """Tokens of the prompt as a model is sent it: without the terms block only the test server reads (not
+    rendered at all: every step of the search below would serialise up to every candidate for nothing)."""
+    prompt = render(TEMPLATE, terms, terms_block=False)
+    return count(prompt.system) + count(prompt.user)
 
 
 def _terms(base: dict, knowledge: list) -> dict:
