@@ -77,6 +77,17 @@ class Retention:
             self.librarian.close()
 
 
+def _trace_triples(r: Retention, root: str) -> list:
+    """The stored triples of the trace of Question ``root`` (sub-traces included), read from the collection's
+    triple store the way tg-show-explain-trace reads them over the bus (collect_trace)."""
+    from trustgraph_base.provenance.walk import collect_trace
+
+    async def query(patterns):
+        return [t for matches in r.triples.query_many(r.user, r.collection, patterns) for t in matches]
+
+    return r.run(collect_trace(query, root))
+
+
 @pytest.fixture(scope="module", params=[pytest.param("embedded", marks=pytest.mark.service),
                                         pytest.param("distributed", marks=pytest.mark.integration)])
 def retention(request, tmp_path_factory):
@@ -123,13 +134,9 @@ def _wait_until_settled(r: Retention, timeout: float = 180) -> None:
 def _complete(r: Retention, question: str) -> bool:
     """Whether the stored trace of ``question`` has reached its final stage (what tg-show-explain-trace calls
     complete)."""
-    from trustgraph_base.provenance.walk import collect_trace
     from trustgraph_cli.trace_model import TraceIndex, build_trace, trace_status, trace_type
 
-    async def q(patterns):
-        return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
-
-    index = TraceIndex(r.run(collect_trace(q, question)))
+    index = TraceIndex(_trace_triples(r, question))
     return trace_type(index, question) is not None and trace_status(build_trace(index, question)) == "complete"
 
 
@@ -242,12 +249,9 @@ def genuine_trace(r: Retention) -> tuple[list[str], list, list]:
 
 def own_documents(r: Retention, question: str) -> list[str]:
     """The librarian documents the stored trace of ``question`` names and owns (its answer, thoughts, observations)."""
-    from trustgraph_base.provenance.walk import collect_trace, trace_answers
+    from trustgraph_base.provenance.walk import trace_answers
 
-    async def q(patterns):
-        return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
-
-    return trace_answers([question], r.run(collect_trace(q, question)))
+    return trace_answers([question], _trace_triples(r, question))
 
 
 def loaded_documents(r: Retention) -> list[str]:
@@ -263,12 +267,8 @@ def loaded_documents(r: Retention) -> list[str]:
 
 def targets(r: Retention, genuine: list) -> Targets:
     from trustgraph_base.provenance.uris import answer_uri_of
-    from trustgraph_base.provenance.walk import collect_trace
 
-    async def q(patterns):
-        return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
-
-    module_nodes = sorted({t.s.value for root in (r.genuine, r.agent) for t in r.run(collect_trace(q, root))
+    module_nodes = sorted({t.s.value for root in (r.genuine, r.agent) for t in _trace_triples(r, root)
                            if t.s.type == "i"})
     hook_nodes = sorted({t.s.value for t in genuine if t.s.type == "i"})
     return Targets(documents=r.documents, answers=[answer_uri_of(r.genuine), *own_documents(r, r.agent)],
@@ -280,14 +280,10 @@ def show(r: Retention, root: str) -> None:
     import contextlib
     import io
 
-    from trustgraph_base.provenance.walk import collect_trace
     from trustgraph_cli.explain import render_text
     from trustgraph_cli.trace_model import TraceIndex, build_trace, trace_type
 
-    async def q(patterns):
-        return [t for x in r.triples.query_many(r.user, r.collection, patterns) for t in x]
-
-    index = TraceIndex(r.run(collect_trace(q, root)))
+    index = TraceIndex(_trace_triples(r, root))
     if trace_type(index, root) is None:
         return  # the command says "no trace" for it
     trace = build_trace(index, root)
