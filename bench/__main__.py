@@ -154,6 +154,9 @@ BENCHMARKS: dict[str, tuple[Callable[[Suite], Results], str]] = {
                                   "replicas vs 1 at 16 clients, CPU per query (needs CLUSTER_CASSANDRA_HOST)"),
     "capacity": (_ours("capacity"), "per query / per chunk CPU, storage per trace and triple, list/show at scale, "
                                     "on the cluster (needs CLUSTER_CASSANDRA_HOST; docs/capacity.md)"),
+    "storage-load": (_ours("storage_load"), "a real DocumentRAG trace cloned to a million, storage per trace "
+                                            "compacted at checkpoints (needs CLUSTER_CASSANDRA_HOST; "
+                                            "docs/capacity.md)"),
     "real-model": (_ours("real_model"), "GraphRAG, DocumentRAG and agent latency and tokens per query on a real "
                                         "model (llama.cpp; needs TG_REAL_LLM_URL, else skipped)"),
 }

@@ -191,12 +191,15 @@ def _swap(term, old: str, new: str):
 
 
 def trace_template(answer) -> tuple[str, list, str, str]:
-    """(session id, the trace's triples, answer document id, answer text) of one recorded query."""
+    """(session id, the trace's triples, answer document id, answer text) of one recorded query (any kind)."""
     from trustgraph_base.provenance import namespaces as ns
+    from trustgraph_base.provenance.uris import parse_trace_uri
 
     explain = [m for m in answer.messages if m.message_type == "explain"]
-    question = next(m.explain_id for m in explain if m.explain_id.startswith("urn:trustgraph:question:"))
-    session = question.rsplit(":", 1)[-1]
+    roots = [t for t in (parse_trace_uri(m.explain_id) for m in explain) if t is not None and t.stage == "question"]
+    if not roots:
+        raise AssertionError("the recorded answer has no Question among its explain events")
+    session = roots[0].session
     triples = [t for m in explain for t in m.explain_triples]
     doc = next(t.o.value for t in triples if t.p.value == ns.TG_DOCUMENT)
     text = "".join(m.response for m in answer.messages if m.message_type == "chunk")
@@ -343,14 +346,18 @@ async def per_chunk(suite: Suite, d: Deployment, collection: str, pids: list[int
 
 
 # ================================================================== the whole benchmark
+def not_measured(what: str) -> Figure:
+    """The one figure of a cluster benchmark run without a cluster: why nothing was measured."""
+    return Figure(what, 0, "", stack=CLUSTER, note="not measured: set PULSAR_URL and CLUSTER_CASSANDRA_HOST/_PORT "
+                                                   "(and CLUSTER_IT_HOME for nodetool); see bench/README.md")
+
+
 async def bench(suite: Suite, traces: int | None = None, triples: int | None = None,
                 index_sizes: Sequence[int] | None = None) -> Results:
     results = Results()
     cluster = cluster_servers(suite.servers)
     if cluster is None:
-        results.add(Figure("capacity benchmark", 0, "", stack=CLUSTER,
-                           note="not measured: set PULSAR_URL and CLUSTER_CASSANDRA_HOST/_PORT (and CLUSTER_IT_HOME "
-                                "for nodetool); see bench/README.md"))
+        results.add(not_measured("capacity benchmark"))
         return results
     from trustgraph_base.store.cassandra.connection import connect
     from trustgraph_base.store.cassandra.triples import TRACE_KEY_BUCKETS

@@ -104,3 +104,65 @@ def test_graph_for_triples_hits_the_requested_size():
     g = graph_for_triples(20_000)
     assert abs(g.triple_count() - 20_000) / 20_000 < 0.05
     assert g.edges == 5 * g.entities
+
+
+def _docrag_answer(session: str):
+    """A recorded DocumentRAG answer as ``stream_request`` returns it: explain events, then the answer text."""
+    from types import SimpleNamespace
+
+    from bench.harness import Answer
+    from trustgraph_base.schema import Triple, iri, literal
+
+    q, syn = f"urn:trustgraph:docrag:{session}", f"urn:trustgraph:docrag:{session}/synthesis"
+    when = literal("2026-12-06T10:00:00Z", datatype="http://www.w3.org/2001/XMLSchema#dateTime")
+    explain = [
+        SimpleNamespace(message_type="explain", explain_id=q, response="", explain_triples=[
+            Triple(iri(q), iri(ns.PROV_STARTED_AT_TIME), when, ns.GRAPH_RETRIEVAL)]),
+        SimpleNamespace(message_type="explain", explain_id=syn, response="", explain_triples=[
+            Triple(iri(syn), iri(ns.PROV_WAS_DERIVED_FROM), iri(q), ns.GRAPH_RETRIEVAL),
+            Triple(iri(syn), iri(ns.TG_DOCUMENT), iri(f"{q}/answer"), ns.GRAPH_RETRIEVAL)]),
+    ]
+    chunks = [SimpleNamespace(message_type="chunk", explain_id="", explain_triples=[], response=text)
+              for text in ("Mira Olund ", "founded it.")]
+    return Answer(0.1, 0.05, explain + chunks)
+
+
+def test_a_trace_of_any_kind_is_cloned_with_a_session_and_start_time_of_its_own():
+    from bench.capacity import cloned_traces, trace_template
+
+    session = "0b6c4c52-8f1e-4a8e-9d55-3f0b8c1c2a11"
+    template = trace_template(_docrag_answer(session))
+    assert template[0] == session and template[2] == f"urn:trustgraph:docrag:{session}/answer"
+    assert template[3] == "Mira Olund founded it." and len(template[1]) == 3
+    clones = list(cloned_traces(template, 3, start=7))
+    sessions = set()
+    for triples, doc, text in clones:
+        terms = [t.value for tr in triples for t in (tr.s, tr.o)]
+        assert not any(session in v for v in terms)  # nothing of the original trace is left
+        own = {v.split(":", 3)[3].split("/")[0] for v in terms if v.startswith("urn:trustgraph:docrag:")}
+        assert len(own) == 1 and doc == f"urn:trustgraph:docrag:{own.pop()}/answer"
+        sessions.add(doc)
+        assert text == template[3]
+    assert len(sessions) == 3
+    starts = [next(t.o.value for t in triples if t.p.value == ns.PROV_STARTED_AT_TIME) for triples, _, _ in clones]
+    assert starts == ["2026-01-01T00:00:07Z", "2026-01-01T00:00:08Z", "2026-01-01T00:00:09Z"]
+
+
+def test_a_recorded_answer_without_a_question_cannot_be_cloned():
+    from bench.capacity import trace_template
+
+    answer = _docrag_answer("0b6c4c52-8f1e-4a8e-9d55-3f0b8c1c2a11")
+    answer.messages[0].explain_id = "urn:example:not-a-trace"
+    with pytest.raises(AssertionError, match="no Question"):
+        trace_template(answer)
+
+
+def test_storage_checkpoint_figures_divide_by_traces_and_replicas():
+    from bench.storage_load import checkpoint_figures
+
+    sizes = {"quads": 30_000, "quads_scan": 6_000, "trace_list": 2_400, "trace_keys": 1_500, "trace_days": 100}
+    stored, index, rate = checkpoint_figures(100, 3_900, 10.0, 10.0, sizes, 4.0, nodes=3, replicas=3)
+    assert stored.value == 400 and "per replica 133 bytes" in stored.note
+    assert "quads 100, quads_scan 20, trace_list 8, trace_keys 5" in stored.note
+    assert index.value == 40
+    assert rate.value == 10.0 and rate.better == "higher" and "3,900 triples" in rate.note
