@@ -474,9 +474,9 @@ class CassandraTriplesStore(TriplesStoreBase[_Statements]):
 
     def _claim(self, user: str, collection: str, quads: list[QuadKey], question: IndexedTrace) -> bool:
         """The claim is a lightweight transaction (``INSERT ... IF NOT EXISTS``, serial consistency
-        ``SERIAL``) on the Question's ``trace_uris`` row, so of concurrent claims from any number of
+        ``SERIAL``) on the Question's ``trace_keys`` row, so of concurrent claims from any number of
         processes exactly one is applied.  Only the winner then writes the triples and the listing
-        rows.  An interrupted claim leaves its ``trace_uris`` row: the URI stays claimed (and
+        rows.  An interrupted claim leaves its ``trace_keys`` row: the URI stays claimed (and
         :meth:`get_trace` finds it) but is not listed; deleting the trace frees it.
         """
         from cassandra import ConsistencyLevel
