@@ -61,6 +61,18 @@ class CliResult:
                 f"--- stdout ---\n{self.stdout[-3000:]}\n--- stderr ---\n{self.stderr[-3000:]}")
 
 
+def start_at_a_terminal(args: Sequence[str], env: dict[str, str]) -> subprocess.Popen:
+    """Start a command in its own session with Ctrl-C (SIGINT) as a terminal delivers it.
+
+    A test run started in the background of a non-interactive shell ignores SIGINT, children
+    inherit that, and a command then keeps ignoring it (as it should in a shell's background):
+    it would never see the Ctrl-C a test sends.
+    """
+    return subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def base_env(extra: dict[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
     """The environment of a command: the test's, minus server/LLM settings a command must not inherit."""
     env = dict(os.environ)

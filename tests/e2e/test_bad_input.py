@@ -27,6 +27,7 @@ from e2e_support import (
     run_cli,
     running_llm_server,
     script,
+    start_at_a_terminal,
 )
 
 pytestmark = pytest.mark.e2e
@@ -202,18 +203,6 @@ def test_a_service_that_never_answers(pulsar_service, command):
     assert_clean_failure(r, EXIT_UNREACHABLE, contains="did not answer within 2 s")
 
 
-def _start_at_a_terminal(args: list[str], env: dict) -> subprocess.Popen:
-    """Start a command in its own session with Ctrl-C (SIGINT) as a terminal delivers it.
-
-    A test run started in the background of a non-interactive shell ignores SIGINT, children
-    inherit that, and Python then installs no KeyboardInterrupt handler: the command would
-    never see the Ctrl-C these tests send.
-    """
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
 def _interrupt(proc: subprocess.Popen) -> tuple[str, str]:
     proc.send_signal(signal.SIGINT)
     try:
@@ -245,7 +234,7 @@ def slow_llm():
 def test_ctrl_c_mid_stream_embedded(embedded_deployment, slow_llm):
     d = embedded_deployment
     env = {**d.env, "OPENAI_BASE_URL": slow_llm, "OPENAI_API_KEY": "test"}
-    proc = _start_at_a_terminal([script("tg-invoke-graph-rag"), "-U", d.user, "-x", "-q", "Who discovered radium?"],
+    proc = start_at_a_terminal([script("tg-invoke-graph-rag"), "-U", d.user, "-x", "-q", "Who discovered radium?"],
                                 env)
     printed = ""
     while "[exploration]" not in printed:  # the edge selection (LLM, 3 s) is running now
@@ -267,7 +256,7 @@ def test_ctrl_c_while_waiting_for_a_distributed_service(pulsar_service):
     """Over Pulsar: interrupted while the request is out (no service answers this flow)."""
     flow = "silent" + uuid.uuid4().hex[:8]
     env = base_env({"PULSAR_URL": pulsar_service.url, "PULSAR_ADMIN_URL": pulsar_service.admin_url, "TG_FLOW": flow})
-    proc = _start_at_a_terminal([script("tg-invoke-graph-rag"), "-x", "-q", "Who discovered radium?"], env)
+    proc = start_at_a_terminal([script("tg-invoke-graph-rag"), "-x", "-q", "Who discovered radium?"], env)
     # The command's own reply queue is a sub-queue of the service's response queue.
     topics = f"{pulsar_service.admin_url}/admin/v2/non-persistent/tg/response"
     prefix = f"non-persistent://tg/response/graph-rag:{flow}:r-"

@@ -163,15 +163,13 @@ def test_the_llm_max_tokens_setting_reaches_the_request(embedded_deployment, llm
 def test_an_interrupted_command_disconnects_its_llm_call(embedded_deployment, llm):
     """Ctrl-C cancels the embedded query at once: its LLM call closes its connection and the server stops."""
     import signal
-    import subprocess
 
-    from e2e_support import script
+    from e2e_support import script, start_at_a_terminal
 
     d = embedded_deployment
     llm.slow_next(1, 60.0)
     argv = [script("tg-invoke-graph-rag"), "-U", d.user, "-q", GRAPH_QUESTION]
-    proc = subprocess.Popen(argv, env={**d.env, **llm_env(llm)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = start_at_a_terminal(argv, {**d.env, **llm_env(llm)})
     try:
         deadline = time.monotonic() + 60
         while not llm.chat_requests() and time.monotonic() < deadline:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_support import GRAPH_QUESTION, base_env, processes_in_group, run_cli, script
+from e2e_support import GRAPH_QUESTION, base_env, processes_in_group, run_cli, script, start_at_a_terminal
 from storage_faults import FULL_ENV, fill, sitecustomize_dir, tmpfs
 
 pytestmark = pytest.mark.e2e
@@ -239,9 +239,7 @@ def test_one_ctrl_c_stops_a_load(tmp_path, delay):
     home = tmp_path / "home"
     env = base_env({"TG_HOME": str(home)})
     files = _big_documents(tmp_path)
-    proc = subprocess.Popen([script("tg-load-document"), *map(str, files)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = start_at_a_terminal([script("tg-load-document"), *map(str, files)], env)
     try:
         deadline = time.monotonic() + HANG_SECONDS
         while not list((home / "librarian").glob("*.sqlite")) and time.monotonic() < deadline:
