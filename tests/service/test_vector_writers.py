@@ -15,8 +15,25 @@ import uuid
 import pytest
 
 from trustgraph_base.codec import decode, encode
-from trustgraph_base.pubsub import ReceiveTimeout, dead_letter_queue, flow_queue, open_backend
-from trustgraph_base.schema import Chunk, EntityContext, EntityContexts, IngestProgress, Metadata, iri
+from trustgraph_base.processor import RequestResponseClient
+from trustgraph_base.pubsub import (
+    ReceiveTimeout,
+    dead_letter_queue,
+    flow_queue,
+    open_backend,
+    request_queue,
+    response_queue,
+)
+from trustgraph_base.schema import (
+    Chunk,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
+    EntityContext,
+    EntityContexts,
+    IngestProgress,
+    Metadata,
+    iri,
+)
 from trustgraph_base.store.vectors import open_vector_index
 from trustgraph_flow.common.services import progress_queue
 from trustgraph_flow.model.embeddings import LocalEmbedder
@@ -38,7 +55,7 @@ TEXTS = [
 
 @pytest.fixture
 async def writers(tmp_path):
-    """The embeddings service and both writers, with the number of embeddings requests each writer made."""
+    """The embeddings service and both writers (by kind), with the embeddings requests each writer made."""
     backend = open_backend("memory")
     flow = f"w{uuid.uuid4().hex[:8]}"
     graph = open_vector_index("sqlite", kind="graph", home=tmp_path)
@@ -56,7 +73,7 @@ async def writers(tmp_path):
         await p.start()
     progress = await backend.subscribe(progress_queue(), f"t-{uuid.uuid4().hex[:8]}", shared=False)
     try:
-        yield backend, flow, graph, document, requests, progress
+        yield backend, flow, graph, document, requests, progress, {w.kind: w for w in procs[1:]}
     finally:
         await progress.close()
         for p in reversed(procs):
@@ -100,7 +117,7 @@ async def _progress_items(progress, stage: str, n: int) -> set[str]:
 
 
 async def test_chunks_that_arrive_together_share_a_request_and_get_their_own_vectors(writers):
-    backend, flow, _graph, document, requests, progress = writers
+    backend, flow, _graph, document, requests, progress, _procs = writers
     await _send(backend, flow_queue("chunks", flow), [_chunk(i, t) for i, t in enumerate(TEXTS)])
     done = await _progress_items(progress, "doc-embedded", len(TEXTS))
     assert done == {f"urn:chunk:{i}" for i in range(len(TEXTS))}
@@ -115,7 +132,7 @@ async def test_chunks_that_arrive_together_share_a_request_and_get_their_own_vec
 
 
 async def test_a_bad_message_is_dead_lettered_alone_and_its_batch_neighbours_are_stored(writers):
-    backend, flow, _graph, document, requests, progress = writers
+    backend, flow, _graph, document, requests, progress, _procs = writers
     queue = flow_queue("chunks", flow)
     dlq = await backend.subscribe(dead_letter_queue(queue), f"inspect-{uuid.uuid4().hex[:8]}", shared=False)
     try:
@@ -137,7 +154,7 @@ async def test_a_bad_message_is_dead_lettered_alone_and_its_batch_neighbours_are
 
 
 async def test_entities_keep_one_by_one_semantics_with_each_text_embedded_once(writers):
-    backend, flow, graph, _document, requests, progress = writers
+    backend, flow, graph, _document, requests, progress, _procs = writers
     curie, polonium = iri("urn:e:marie-curie"), iri("urn:e:polonium")
 
     def contexts(n: int, root: str, entities: list[EntityContext]) -> EntityContexts:
@@ -171,7 +188,7 @@ async def test_entities_keep_one_by_one_semantics_with_each_text_embedded_once(w
 async def test_a_vector_stored_from_the_same_text_is_not_written_again_while_it_is_stored(writers):
     """An entity named in many chunks is embedded and written once; once its vector is gone (a document
     removal), the next mention writes it again; another text for it is written at once."""
-    backend, flow, graph, _document, requests, progress = writers
+    backend, flow, graph, _document, requests, progress, _procs = writers
     curie = iri("urn:e:marie-curie")
 
     async def mention(n: int, context: str) -> None:
@@ -195,3 +212,80 @@ async def test_a_vector_stored_from_the_same_text_is_not_written_again_while_it_
     alone = LocalEmbedder(cache_size=0, workers=1)
     hit = graph.search(USER, COLLECTION, alone.model_id, alone.embed(["a physicist and chemist"])[0], limit=1)[0]
     assert hit.id == curie.value and hit.score == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_a_batch_is_embedded_while_the_one_before_it_is_but_stored_after_it(writers):
+    """Two batches in flight: the second is embedded without waiting for the first, and stored after it, so for
+    an id in both the later message still wins, as one by one, even when its vectors are ready first."""
+    backend, flow, graph, _document, _requests, progress, procs = writers
+    writer = procs["graph"]
+    curie = iri("urn:e:marie-curie")
+    loop = asyncio.get_running_loop()
+    calls: list[tuple[str, float, float]] = []  # (first text, embedding started, embedding done)
+    original = writer.embed
+
+    async def slow_first(texts):
+        start = loop.time()
+        if "first context" in texts:
+            await asyncio.sleep(0.5)
+        result = await original(texts)
+        calls.append((texts[0], start, loop.time()))
+        return result
+
+    writer.embed = slow_first
+
+    def mention(n: int, context: str) -> EntityContexts:
+        return EntityContexts(metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER,
+                                                collection=COLLECTION),
+                              chunk_id=f"urn:chunk:{n}", entities=[EntityContext(curie, "Marie Curie", context)])
+
+    await _send(backend, flow_queue("entity-contexts", flow), [mention(0, "first context")])
+    await asyncio.sleep(0.1)  # the first batch is being embedded
+    await _send(backend, flow_queue("entity-contexts", flow), [mention(1, "a physicist and chemist")])
+    assert await _progress_items(progress, "graph-embedded", 2) == {"urn:chunk:0", "urn:chunk:1"}
+    (first, first_start, first_done), (second, second_start, second_done) = sorted(calls, key=lambda c: c[1])
+    assert (first, second) == ("first context", "a physicist and chemist")
+    assert second_start < first_done and second_done < first_done  # embedded meanwhile, and ready first
+    alone = LocalEmbedder(cache_size=0, workers=1)
+    hit = graph.search(USER, COLLECTION, alone.model_id, alone.embed(["a physicist and chemist"])[0], limit=1)[0]
+    assert hit.id == curie.value and hit.score == pytest.approx(1.0, abs=1e-6)  # the later message's vector
+
+
+class SlowEmbedder:
+    """An embedder that takes ``seconds`` per call, so calls that overlap show in the elapsed time."""
+
+    model_id = "slow-test-embedder"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    @property
+    def dimension(self) -> int:
+        return 3
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        time.sleep(self.seconds)
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_the_embeddings_service_answers_several_requests_at_once():
+    """The two writers' batches reach the embeddings service together; with one handler one waited for the other."""
+    backend = open_backend("memory")
+    flow = f"e{uuid.uuid4().hex[:8]}"
+    service = EmbeddingsService(backend=backend, flow=flow, embedder=SlowEmbedder(0.5))
+    client = RequestResponseClient(backend, "embeddings", request_queue("embeddings", flow),
+                                   response_queue("embeddings", flow), EmbeddingsRequest, EmbeddingsResponse,
+                                   timeout=30)
+    await service.start()
+    await client.start()
+    try:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        answers = await asyncio.gather(*(client.request(EmbeddingsRequest(texts=[f"text {n}"])) for n in range(4)))
+        elapsed = loop.time() - t0
+        assert [(a.model, len(a.vectors)) for a in answers] == [("slow-test-embedder", 1)] * 4
+        assert elapsed < 1.5, f"four 0.5 s requests took {elapsed:.2f} s: they ran one after another"
+    finally:
+        await client.stop()
+        await service.stop()
+        await backend.close()

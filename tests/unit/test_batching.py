@@ -1,4 +1,4 @@
-"""Batcher: coalescing within the linger, size bounds, a bad item refused alone, outages reported to all."""
+"""Batcher: coalescing in the linger, size bounds, a bad item refused alone, outages reported, parallel batches."""
 
 from __future__ import annotations
 
@@ -148,6 +148,61 @@ async def test_a_cancelled_handler_does_not_cancel_the_write_of_its_batch():
     assert run.batches == [["a", "b"]]
 
 
+class Overlaps:
+    """A ``run`` taking ``seconds`` per batch; records each batch with its start and end, and the most at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.batches: list[tuple[list[str], float, float]] = []
+        self.running = 0
+        self.most = 0
+
+    async def __call__(self, batch: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.running -= 1
+        self.batches.append((list(batch), start, loop.time()))
+
+
+async def test_with_parallel_batches_an_item_arriving_during_a_write_starts_its_own_batch_at_once():
+    run = Overlaps(0.3)
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, parallel=2)
+
+    await asyncio.gather(batcher.submit("a"), submit_later(batcher, "b", 0.05))
+    (first, a_start, a_end), (second, b_start, _) = sorted(run.batches, key=lambda b: b[1])
+    assert (first, second) == (["a"], ["b"])
+    assert b_start < a_end and b_start - a_start < 0.2  # "b" did not wait for "a"'s write
+
+
+async def test_no_more_than_parallel_batches_run_at_once_and_the_rest_wait_together():
+    run = Overlaps(0.1)
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, parallel=2)
+
+    items = [f"i{n}" for n in range(8)]
+    await asyncio.gather(*(submit_later(batcher, item, 0.01 * n) for n, item in enumerate(items)))
+    assert run.most == 2
+    written = [item for batch, _, _ in run.batches for item in batch]
+    assert sorted(written) == sorted(items)  # each once
+    assert len(run.batches) < len(items)  # items that waited for a free slot shared a batch
+    starts = [batch for batch, _, _ in sorted(run.batches, key=lambda b: b[1])]
+    assert [item for batch in starts for item in batch] == items  # batches start in arrival order
+
+
+async def test_parallel_batches_still_refuse_a_bad_item_alone():
+    run = Recorder()
+    batcher = Batcher(run, size=lambda item: 1, max_size=100, linger=0.05, parallel=2)
+
+    results = await asyncio.gather(batcher.submit("a"), submit_later(batcher, "bad"), submit_later(batcher, "c", 0.02),
+                                   return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], ValueError)
+
+
 def test_bad_parameters_are_refused():
     with pytest.raises(ValueError):
         Batcher(Recorder(), size=len, max_size=0)
@@ -155,3 +210,5 @@ def test_bad_parameters_are_refused():
         Batcher(Recorder(), size=len, max_size=10, linger=-1)
     with pytest.raises(ValueError):
         Batcher(Recorder(), size=len, max_size=10, max_items=0)
+    with pytest.raises(ValueError):
+        Batcher(Recorder(), size=len, max_size=10, parallel=0)

@@ -18,6 +18,13 @@ producer's ``linger.ms``: small messages that arrive within it share one write. 
 ends the wait early: once that many items wait (the handlers' concurrency), no other can join.
 ``ends_linger`` ends it early too, for an item after which waiting is not worth it (the final
 stage of a trace: its earlier stages are already waiting, and nothing of it follows).
+
+``parallel`` lets that many batches run at once, for work that is CPU-bound elsewhere (the
+vector writers' embedding runs on the embedder's threads): an item that arrives while a batch
+runs starts the next batch at once instead of waiting for it, so a document's first chunk no
+longer leaves the second core idle.  Batches still start in arrival order; a ``run`` that must
+also finish in that order orders itself (see the vector writers).  Only with ``parallel=1``
+does an environment failure fail the items still waiting (the ordering the trace writers need).
 """
 
 from __future__ import annotations
@@ -43,26 +50,30 @@ class Batcher(Generic[T]):
     :param max_items: the linger ends as soon as this many items wait (``None``: it always runs out),
         or as soon as they add up to ``max_size``.
     :param ends_linger: the linger ends as soon as an item for which this is true waits.
+    :param parallel: most batches running at once.
     :param name: names the drain task (shows in task dumps).
     """
 
     def __init__(self, run: Callable[[list[T]], Awaitable[None]], *, size: Callable[[T], int], max_size: int,
                  linger: float = 0.0, max_items: int | None = None,
-                 ends_linger: Callable[[T], bool] | None = None, name: str = "batcher") -> None:
-        if max_size < 1 or linger < 0 or (max_items is not None and max_items < 1):
-            raise ValueError("max_size and max_items must be >= 1 and linger >= 0")
+                 ends_linger: Callable[[T], bool] | None = None, parallel: int = 1,
+                 name: str = "batcher") -> None:
+        if max_size < 1 or linger < 0 or parallel < 1 or (max_items is not None and max_items < 1):
+            raise ValueError("max_size, max_items and parallel must be >= 1 and linger >= 0")
         self._run = run
         self._size = size
         self.max_size = max_size
         self.linger = linger
         self.max_items = max_items
         self._ends_linger = ends_linger
+        self.parallel = parallel
         self._name = name
         self._pending: list[tuple[T, asyncio.Future]] = []
         self._pending_size = 0
         self._drainer: asyncio.Task | None = None
         self._lingering: asyncio.Event | None = None  # set to end the current linger early
         self._closing_item = False  # an item that ends the linger waits
+        self._arrived: asyncio.Event | None = None  # set when an item arrives while batches run
 
     async def submit(self, item: T) -> None:
         """Return once ``item`` is stored; raise what prevented that."""
@@ -75,6 +86,8 @@ class Batcher(Generic[T]):
             self._drainer = asyncio.create_task(self._drain(), name=self._name)
         elif self._lingering is not None and self._full():
             self._lingering.set()
+        elif self._arrived is not None:
+            self._arrived.set()
         await asyncio.shield(done)
 
     def _full(self) -> bool:
@@ -96,25 +109,61 @@ class Batcher(Generic[T]):
             self._lingering = None
 
     async def _drain(self) -> None:
-        """Run what is pending, batch after batch, until nothing is left."""
+        """Run what is pending, batch after batch (up to ``parallel`` at once), until nothing is left."""
         await self._linger()
-        while self._pending:
-            self._closing_item = False  # it is in this batch or the next: no linger until then
-            batch: list[tuple[T, asyncio.Future]] = []
-            total = 0
-            while self._pending and (not batch or total + self._size(self._pending[0][0]) <= self.max_size):
-                entry = self._pending.pop(0)
-                batch.append(entry)
-                total += self._size(entry[0])
-            self._pending_size -= total
-            try:
-                await self._run_batch(batch)
-            except asyncio.CancelledError:
-                for _, done in batch + self._pending:
-                    done.cancel()
-                self._pending.clear()
-                self._pending_size = 0
-                raise
+        if self.parallel == 1:
+            while self._pending:
+                batch = self._next_batch()
+                try:
+                    await self._run_batch(batch)
+                except asyncio.CancelledError:
+                    self._cancel(batch)
+                    raise
+            return
+        running: dict[asyncio.Task, list[tuple[T, asyncio.Future]]] = {}
+        self._arrived = asyncio.Event()
+        try:
+            while self._pending or running:
+                while self._pending and len(running) < self.parallel:
+                    batch = self._next_batch()
+                    running[asyncio.create_task(self._run_batch(batch), name=f"{self._name}-batch")] = batch
+                self._arrived.clear()
+                arrival = asyncio.create_task(self._arrived.wait())
+                try:
+                    done, _ = await asyncio.wait([*running, arrival], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    arrival.cancel()
+                for task in done:
+                    if task is not arrival:
+                        del running[task]
+                        task.result()
+        except asyncio.CancelledError:
+            for task, batch in running.items():
+                task.cancel()
+                self._cancel(batch)
+            self._cancel([])
+            raise
+        finally:
+            self._arrived = None
+
+    def _next_batch(self) -> list[tuple[T, asyncio.Future]]:
+        """Take the next batch off the pending items (at least one; at most ``max_size`` unless one is bigger)."""
+        self._closing_item = False  # it is in this batch or the next: no linger until then
+        batch: list[tuple[T, asyncio.Future]] = []
+        total = 0
+        while self._pending and (not batch or total + self._size(self._pending[0][0]) <= self.max_size):
+            entry = self._pending.pop(0)
+            batch.append(entry)
+            total += self._size(entry[0])
+        self._pending_size -= total
+        return batch
+
+    def _cancel(self, batch: list[tuple[T, asyncio.Future]]) -> None:
+        """Cancel the handlers of ``batch`` and of every item still pending."""
+        for _, done in batch + self._pending:
+            done.cancel()
+        self._pending.clear()
+        self._pending_size = 0
 
     async def _run_batch(self, batch: list[tuple[T, asyncio.Future]]) -> None:
         try:
@@ -123,7 +172,7 @@ class Batcher(Generic[T]):
             raise
         except Exception as e:  # noqa: BLE001 - reported to the handlers below
             if len(batch) == 1 or is_transient(e):
-                if is_environment_failure(e):
+                if is_environment_failure(e) and self.parallel == 1:
                     batch, self._pending, self._pending_size = batch + self._pending, [], 0
                 for _, done in batch:
                     _settle(done, e)

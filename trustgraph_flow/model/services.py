@@ -136,6 +136,12 @@ def _response_format(text: str) -> dict | None:
     return value
 
 
+#: Requests the ``embeddings`` service handles at once, at least: each vector writer keeps two batches in
+#: flight, and a batch's texts are spread over the embedder's threads, so with one handler the two writers'
+#: batches would wait here for each other while a core stays idle.  ``--concurrency`` raises it.
+EMBEDDINGS_HANDLERS = 4
+
+
 class EmbeddingsService(Processor):
     """Sentence embeddings (packaged MiniLM via onnxruntime, or an OpenAI-compatible endpoint)."""
 
@@ -147,7 +153,8 @@ class EmbeddingsService(Processor):
         from .embeddings import get_embedder
 
         self.embedder = embedder or get_embedder(embeddings, **(embeddings_options or {}))
-        self.add(request_spec("embeddings", self.flow, self.on_request))
+        self.add(request_spec("embeddings", self.flow, self.on_request,
+                              concurrency=max(self.concurrency, EMBEDDINGS_HANDLERS)))
 
     async def on_request(self, req: EmbeddingsRequest, ctx) -> None:
         if not req.texts:

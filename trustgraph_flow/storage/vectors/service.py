@@ -17,6 +17,12 @@ that names it, and an index re-indexes every vector it is given (on Cassandra, t
 costs about 2 ms of server CPU per vector, the largest part of what a chunk costs Cassandra).
 Whether the index still holds it is read first (one look-up per batch), so a vector removed in
 the meantime (a document removal) is written again.
+
+Pipelining: a writer keeps :data:`PARALLEL_BATCHES` batches in flight, so the next batch is being
+embedded while one waits for its vectors (the embedder spreads them over the cores; with one batch
+at a time, a document's first chunk embedded alone left the other core idle).  Batches are
+embedded at once but stored in the order they started, so for an id in two batches in flight the
+later message still wins, as one by one.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from ...common.stores import StoreBackedProcessor
 DEFAULT_CONCURRENCY = 16
 #: Most texts in one ``embeddings`` request.
 MAX_BATCH_TEXTS = 64
+#: Batches a writer embeds at once (see the module docstring).
+PARALLEL_BATCHES = 2
 #: Vectors a writer remembers having stored (their ids and a digest of what they were made from).
 REMEMBERED_VECTORS = 50_000
 
@@ -68,7 +76,9 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         self.add(client_spec("embeddings", self.flow))
         self.add(ProducerSpec("progress", progress_queue(), IngestProgress))
         self._batcher = Batcher(self._embed_and_store, size=lambda job: len(job.items), max_size=max_batch_texts,
-                                name=f"{self.id}-batches")
+                                parallel=PARALLEL_BATCHES, name=f"{self.id}-batches")
+        #: set once the batch started last has stored its vectors (or given up): the next one stores after it
+        self._last_store: asyncio.Future | None = None
         #: (user, collection, id) -> digest of the (text, label, document id) its stored vector was made from
         self._written: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
 
@@ -93,6 +103,15 @@ class _VectorWriter(StoreBackedProcessor, Processor):
             await self._batcher.submit(_Job(user, collection, items))
 
     async def _embed_and_store(self, batch: list[_Job]) -> None:
+        previous, stored = self._last_store, asyncio.get_running_loop().create_future()
+        self._last_store = stored
+        try:
+            await self._embed_and_store_after(batch, previous)
+        finally:
+            stored.set_result(None)
+
+    async def _embed_and_store_after(self, batch: list[_Job], previous: asyncio.Future | None) -> None:
+        """Embed ``batch`` now, and store its vectors once the batch started before it is done storing."""
         latest: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one
             for i, text, label, doc in job.items:
@@ -112,6 +131,8 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         for (user, collection, i), (text, label, doc) in latest.items():
             groups.setdefault((user, collection), []).append(
                 VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc))
+        if previous is not None:
+            await asyncio.wait({previous})  # not cancelled with this batch: it is the earlier batch's
         await asyncio.to_thread(self._upsert_groups, model, groups)
         for key in latest:
             self._written.pop(key, None)
