@@ -15,6 +15,12 @@ Answers of the RAG services are stored here as ``document_type="answer"``; they 
 ``answer-store`` flow queue (:class:`StoredAnswer`), each with the explain stage that points at
 it, which is recorded in the answer's metadata (:mod:`trustgraph_base.provenance.answers`) and
 passed on to the triple store once the answer is stored.
+
+Requests run side by side (:data:`REQUEST_HANDLERS` at once): the chunker stores a page's chunks
+concurrently, and on Cassandra each is a lightweight transaction, so one request at a time made
+every chunk of a document wait for the one before it.  A removal runs alone: it waits for the
+requests in progress and holds back new ones until it is done, so a chunk stored during a removal
+cannot be left behind by it, and two removals never each keep an edge for the other's document.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+
+import aiorwlock
 
 from trustgraph_base.processor import Processor, launch
 from trustgraph_base.provenance.answers import answer_marker
@@ -46,6 +54,10 @@ from .status import ingest_status
 log = logging.getLogger(__name__)
 
 STREAM_CHUNK = 1 << 20
+#: Requests the librarian handles at once, at least (see the module docstring); ``--concurrency`` raises it.
+REQUEST_HANDLERS = 8
+#: Operations that run alone (every other request waits for them, and they for every other).
+EXCLUSIVE_OPERATIONS = frozenset({"remove-document"})
 
 
 class LibrarianService(StoreBackedProcessor, Processor):
@@ -62,7 +74,9 @@ class LibrarianService(StoreBackedProcessor, Processor):
         self.document_index = self.use_store(document_index, "vectors", kind="document")
         self.graph_index = self.use_store(graph_index, "vectors", kind="graph")
         self.max_document_bytes = max_document_bytes
-        self.add(request_spec("librarian", self.flow, self.on_request))
+        self.add(request_spec("librarian", self.flow, self.on_request,
+                              concurrency=max(self.concurrency, REQUEST_HANDLERS)))
+        self._exclusive = aiorwlock.RWLock()
         self.add(flow_producer_spec("load", "document-load", self.flow))
         self.add(flow_spec("answer-store", self.flow, self.on_answer, name="answers"))
         self.add(flow_producer_spec("explainability", "triples-store", self.flow))
@@ -72,7 +86,9 @@ class LibrarianService(StoreBackedProcessor, Processor):
         if handler is None:
             raise ValueError(f"unknown librarian operation {req.operation!r}; expected one of "
                              f"{', '.join(sorted(self._OPS))}")
-        await handler(self, req, ctx)
+        mode = self._exclusive.writer if req.operation in EXCLUSIVE_OPERATIONS else self._exclusive.reader
+        async with mode:
+            await handler(self, req, ctx)
 
     async def on_answer(self, msg: StoredAnswer, ctx) -> None:
         """Store an answer, then pass on the explain stage that points at it (a redelivery repeats both)."""
