@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import shutil
 import subprocess
@@ -26,7 +27,6 @@ from trustgraph_flow.model.embeddings.local import (
     TOKENIZER_SHA256,
     default_model_path,
     default_tokenizer_path,
-    file_sha256,
 )
 from trustgraph_flow.model.testserver import start_server
 
@@ -51,11 +51,11 @@ def server(embedder):
 
 # ------------------------------------------------------------------------------ pinned files
 def test_packaged_files_have_the_pinned_digests():
-    assert file_sha256(default_model_path()) == MODEL_SHA256 == (
+    assert hashlib.sha256(default_model_path().read_bytes()).hexdigest() == MODEL_SHA256 == (
         "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6")
     tokenizer = default_tokenizer_path()
     assert tokenizer.stat().st_size == 466_247
-    assert file_sha256(tokenizer) == TOKENIZER_SHA256
+    assert hashlib.sha256(tokenizer.read_bytes()).hexdigest() == TOKENIZER_SHA256
     notice = tokenizer.parent / "NOTICE.txt"
     assert "Apache License" in notice.read_text() and (tokenizer.parent / "LICENSE.txt").is_file()
 

@@ -69,33 +69,24 @@ def default_tokenizer_path() -> Path:
     return Path(str(resources.files("trustgraph_flow.model.embeddings.data") / "tokenizer.json"))
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks.
+def read_verified(path: Path, expected_sha256: str, what: str) -> bytes:
+    """The bytes of ``path``, once they have the pinned digest: what is checked is what is used.
 
-    :param path: the file to hash.
-    """
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def verify_file(path: Path, expected_sha256: str, what: str) -> None:
-    """Raise EmbeddingError unless ``path`` exists and has the pinned digest.
-
-    :param path: file to check.
+    :param path: file to read.
     :param expected_sha256: pinned lower-case hex digest.
     :param what: name used in the error message ("model", "tokenizer").
+    :raises EmbeddingError: the file is missing or has another digest.
     """
     if not path.is_file():
         raise EmbeddingError(f"local embedder: {what} file not found: {path}")
-    actual = file_sha256(path)
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
     if actual != expected_sha256:
         raise EmbeddingError(
             f"local embedder: {what} file {path} has sha256 {actual}, expected {expected_sha256}; "
             "refusing to load a different file"
         )
+    return data
 
 
 class LocalEmbedder:
@@ -179,8 +170,8 @@ class LocalEmbedder:
                 return
             model_path = self._model_path or default_model_path()
             tokenizer_path = self._tokenizer_path or default_tokenizer_path()
-            verify_file(model_path, self._model_sha256, "model")
-            verify_file(tokenizer_path, self._tokenizer_sha256, "tokenizer")
+            model = read_verified(model_path, self._model_sha256, "model")
+            tokenizer_json = read_verified(tokenizer_path, self._tokenizer_sha256, "tokenizer")
             try:
                 import numpy as np
                 import onnxruntime as ort
@@ -188,7 +179,7 @@ class LocalEmbedder:
             except ImportError as exc:  # pragma: no cover - base dependencies of the project
                 raise EmbeddingError(f"local embedder: missing dependency: {exc}") from exc
             try:
-                tokenizer = Tokenizer.from_file(str(tokenizer_path))
+                tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
                 # The shipped file pads every input to 128 tokens; one text per call needs none.
                 tokenizer.no_padding()
                 tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -198,12 +189,10 @@ class LocalEmbedder:
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 options.log_severity_level = 3
-                model: str | bytes = str(model_path)
-                if self._unpadded and self._model_sha256 == MODEL_SHA256:  # the graph unpadded_graph knows
-                    data = model_path.read_bytes()  # checked again: these bytes are what runs
-                    if hashlib.sha256(data).hexdigest() == MODEL_SHA256:
-                        model = unpadded_graph(data) or model
-                session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+                # the packaged model's graph is the one unpadded_graph knows
+                edited = unpadded_graph(model) if self._unpadded and self._model_sha256 == MODEL_SHA256 else None
+                session = ort.InferenceSession(edited or model, sess_options=options,
+                                               providers=["CPUExecutionProvider"])
             except Exception as exc:
                 raise EmbeddingError(f"local embedder: cannot load {model_path}: {exc}") from exc
             self._np = np
@@ -213,7 +202,7 @@ class LocalEmbedder:
             if not self._grouping:
                 log.warning("local embedder: the rows of one run are not independent here; embedding one by one")
             self._session = session
-            self.graph = "as exported" if isinstance(model, str) else "unpadded"
+            self.graph = "unpadded" if edited else "as exported"
             log.info(
                 "local embedder %s loaded (%s, graph %s, %d intra-op thread(s))",
                 self.model_id, model_path, self.graph, self.intra_op_threads,
