@@ -73,7 +73,7 @@ class Batcher(Generic[T]):
         self._drainer: asyncio.Task | None = None
         self._lingering: asyncio.Event | None = None  # set to end the current linger early
         self._closing_item = False  # an item that ends the linger waits
-        self._arrived: asyncio.Event | None = None  # set when an item arrives while batches run
+        self._arrived: asyncio.Event | None = None  # set when an item arrives while a batch slot is free
 
     async def submit(self, item: T) -> None:
         """Return once ``item`` is stored; raise what prevented that."""
@@ -111,40 +111,30 @@ class Batcher(Generic[T]):
     async def _drain(self) -> None:
         """Run what is pending, batch after batch (up to ``parallel`` at once), until nothing is left."""
         await self._linger()
-        if self.parallel == 1:
-            while self._pending:
-                batch = self._next_batch()
-                try:
-                    await self._run_batch(batch)
-                except asyncio.CancelledError:
-                    self._cancel(batch)
-                    raise
-            return
         running: dict[asyncio.Task, list[tuple[T, asyncio.Future]]] = {}
-        self._arrived = asyncio.Event()
         try:
             while self._pending or running:
                 while self._pending and len(running) < self.parallel:
                     batch = self._next_batch()
                     running[asyncio.create_task(self._run_batch(batch), name=f"{self._name}-batch")] = batch
-                self._arrived.clear()
-                arrival = asyncio.create_task(self._arrived.wait())
+                waits: set[asyncio.Future] = set(running)
+                if len(running) < self.parallel:  # a free slot: an item that arrives starts a batch at once
+                    self._arrived = asyncio.Event()
+                    waits.add(asyncio.ensure_future(self._arrived.wait()))
                 try:
-                    done, _ = await asyncio.wait([*running, arrival], return_when=asyncio.FIRST_COMPLETED)
+                    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 finally:
-                    arrival.cancel()
-                for task in done:
-                    if task is not arrival:
-                        del running[task]
-                        task.result()
+                    self._arrived = None
+                    for waiter in waits - running.keys():
+                        waiter.cancel()
+                for task in [t for t in running if t in done]:
+                    del running[task]
+                    task.result()
         except asyncio.CancelledError:
-            for task, batch in running.items():
+            for task in running:
                 task.cancel()
-                self._cancel(batch)
-            self._cancel([])
+            self._cancel([entry for batch in running.values() for entry in batch])
             raise
-        finally:
-            self._arrived = None
 
     def _next_batch(self) -> list[tuple[T, asyncio.Future]]:
         """Take the next batch off the pending items (at least one; at most ``max_size`` unless one is bigger)."""
