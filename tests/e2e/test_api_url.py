@@ -154,8 +154,9 @@ def test_quickstart_loads_and_answers_through_the_gateway(deployment, via):
     collection = "qs" + uuid.uuid4().hex[:6]
     r = via.ok("tg-quickstart", "-C", collection)
     assert f"Loading the sample corpus (5 documents) into {deployment.user}/{collection}" in r.stderr
-    # the first quickstart, directly, into default; the seed entities aside: two loads of the corpus
-    # can differ at the 50th seed (docs/guarantees.md, "an entity's vector"), what the query printed cannot
+    # the first quickstart, directly, into default; the seed entities aside: two loads of the corpus store the
+    # same entity vectors, but Cassandra's approximate search can differ at the 50th seed (docs/guarantees.md,
+    # "an entity's vector"); what the query printed cannot
     assert seeds_aside(same(r.stdout)) == seeds_aside(same(deployment.quickstart.stdout))
     again = via.ok("tg-quickstart", "-C", collection)
     assert "Loading" not in again.stderr and same(again.stdout) == same(r.stdout)

@@ -178,8 +178,8 @@ async def test_entities_keep_one_by_one_semantics_with_each_text_embedded_once(w
     for r in requests["graph"]:
         assert len(r) == len(set(r))  # a text is sent once per request
     alone = LocalEmbedder(cache_size=0, workers=1)
-    # The later message wins for a repeated id, as when messages were written one by one; an entity's vector
-    # names no document (entities belong to the collection's graph).
+    # The entity's longest definition wins for a repeated id (see the next test); an entity's vector names no
+    # document (entities belong to the collection's graph).
     hit = graph.search(USER, COLLECTION, alone.model_id, alone.embed(["a physicist and chemist"])[0], limit=1)[0]
     assert (hit.id, hit.label, hit.document_id) == ("urn:e:marie-curie", "Marie Curie", "")
     assert hit.score == pytest.approx(1.0, abs=1e-6)
@@ -209,46 +209,97 @@ async def test_a_vector_stored_from_the_same_text_is_not_written_again_while_it_
     await mention(3, "a physicist and chemist")
     await mention(4, "a physicist and chemist")
     assert embedded() == ["Marie Curie"] * 2 + ["a physicist and chemist"]
+    await mention(5, "Curie")  # a shorter definition than the stored one: neither embedded nor written
+    assert embedded() == ["Marie Curie"] * 2 + ["a physicist and chemist"]
     alone = LocalEmbedder(cache_size=0, workers=1)
     hit = graph.search(USER, COLLECTION, alone.model_id, alone.embed(["a physicist and chemist"])[0], limit=1)[0]
     assert hit.id == curie.value and hit.score == pytest.approx(1.0, abs=1e-6)
 
 
-async def test_a_batch_is_embedded_while_the_one_before_it_is_but_stored_after_it(writers):
+async def test_an_entity_keeps_the_vector_of_its_longest_definition_whatever_order_they_arrive_in(writers):
+    """Two loads of the same chunks in opposite orders store the same entity vectors: the longest definition's
+    (for definitions of one length, the same one of them), so a query picks the same seeds from both."""
+    backend, flow, graph, _document, _requests, progress, _procs = writers
+    curie, radon = "urn:e:marie-curie", "urn:e:radon"
+    definitions = {curie: ["Marie Curie", "a physicist and chemist", "the discoverer of polonium"],
+                   radon: ["a radioactive noble gas", "a heavy radioactive gas"]}  # the two of radon: same length
+    vectors = {}
+    for collection, order in (("forwards", 1), ("backwards", -1)):
+        for n in range(3)[::order]:  # one message at a time, so arrival order is the order sent
+            entities = [EntityContext(iri(e), e, texts[n]) for e, texts in definitions.items() if n < len(texts)]
+            await _send(backend, flow_queue("entity-contexts", flow), [EntityContexts(
+                metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER, collection=collection),
+                chunk_id=f"urn:chunk:{n}", entities=entities)])
+            assert await _progress_items(progress, "graph-embedded", 1) == {f"urn:chunk:{n}"}
+        vectors[collection] = _similarities(graph, collection, ["the discoverer of polonium", "a radioactive noble gas",
+                                                                "a heavy radioactive gas"])
+    assert vectors["forwards"] == vectors["backwards"]
+    forwards = vectors["forwards"]
+    assert forwards[("the discoverer of polonium", curie)] == pytest.approx(1.0, abs=1e-6)
+    assert max(forwards[(text, radon)] for text in ("a radioactive noble gas", "a heavy radioactive gas")) \
+        == pytest.approx(1.0, abs=1e-6)
+
+
+def _similarities(index, collection: str, probes: list[str]) -> dict[tuple[str, str], float]:
+    """(probe text, id) -> cosine similarity of the id's stored vector to the probe's: the same for two
+    collections whose vectors are the same."""
+    alone = LocalEmbedder(cache_size=0, workers=1)
+    return {(probe, hit.id): round(hit.score, 6) for probe, vector in zip(probes, alone.embed(probes), strict=True)
+            for hit in index.search(USER, collection, alone.model_id, vector, limit=10)}
+
+
+@pytest.mark.parametrize("kind, first, second, kept", [
+    ("document", "first context", "a physicist and chemist", "a physicist and chemist"),  # the later message
+    ("graph", "the discoverer of polonium and radium", "a physicist", "the discoverer of polonium and radium"),
+], ids=["document-later-message-wins", "graph-longest-definition-wins"])
+async def test_a_batch_is_embedded_while_the_one_before_it_is_but_stored_after_it(writers, kind, first, second, kept):
     """Two batches in flight: the second is embedded without waiting for the first, and stored after it, so for
-    an id in both the later message still wins, as one by one, even when its vectors are ready first."""
-    backend, flow, graph, _document, _requests, progress, procs = writers
-    writer = procs["graph"]
-    curie = iri("urn:e:marie-curie")
+    an id in both the later message still wins, as one by one, even when its vectors are ready first; an entity
+    keeps its longest definition even when the batch holding it stores first."""
+    backend, flow, graph, document, _requests, progress, procs = writers
+    writer, index = procs[kind], {"graph": graph, "document": document}[kind]
     loop = asyncio.get_running_loop()
     calls: list[tuple[str, float, float]] = []  # (first text, embedding started, embedding done)
     original = writer.embed
 
     async def slow_first(texts):
         start = loop.time()
-        if "first context" in texts:
+        if first in texts:
             await asyncio.sleep(0.5)
         result = await original(texts)
         calls.append((texts[0], start, loop.time()))
         return result
 
     writer.embed = slow_first
+    item = "urn:e:marie-curie" if kind == "graph" else "urn:chunk:0"
 
-    def mention(n: int, context: str) -> EntityContexts:
+    def message(n: int, text: str):
+        if kind == "document":
+            return _chunk(0, text)
         return EntityContexts(metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER,
                                                 collection=COLLECTION),
-                              chunk_id=f"urn:chunk:{n}", entities=[EntityContext(curie, "Marie Curie", context)])
+                              chunk_id=f"urn:chunk:{n}", entities=[EntityContext(iri(item), "Marie Curie", text)])
 
-    await _send(backend, flow_queue("entity-contexts", flow), [mention(0, "first context")])
+    queue = flow_queue("entity-contexts" if kind == "graph" else "chunks", flow)
+    await _send(backend, queue, [message(0, first)])
     await asyncio.sleep(0.1)  # the first batch is being embedded
-    await _send(backend, flow_queue("entity-contexts", flow), [mention(1, "a physicist and chemist")])
-    assert await _progress_items(progress, "graph-embedded", 2) == {"urn:chunk:0", "urn:chunk:1"}
-    (first, first_start, first_done), (second, second_start, second_done) = sorted(calls, key=lambda c: c[1])
-    assert (first, second) == ("first context", "a physicist and chemist")
+    await _send(backend, queue, [message(1, second)])
+    await _progress_events(progress, "graph-embedded" if kind == "graph" else "doc-embedded", 2)
+    (first_text, first_start, first_done), (second_text, second_start, second_done) = sorted(calls, key=lambda c: c[1])
+    assert (first_text, second_text) == (first, second)
     assert second_start < first_done and second_done < first_done  # embedded meanwhile, and ready first
     alone = LocalEmbedder(cache_size=0, workers=1)
-    hit = graph.search(USER, COLLECTION, alone.model_id, alone.embed(["a physicist and chemist"])[0], limit=1)[0]
-    assert hit.id == curie.value and hit.score == pytest.approx(1.0, abs=1e-6)  # the later message's vector
+    hit = index.search(USER, COLLECTION, alone.model_id, alone.embed([kept])[0], limit=1)[0]
+    assert hit.id == item and hit.score == pytest.approx(1.0, abs=1e-6)
+
+
+async def _progress_events(progress, stage: str, n: int) -> None:
+    """Wait for ``n`` progress events of ``stage`` (of any items)."""
+    seen = 0
+    while seen < n:
+        msg = await progress.receive(timeout=60)
+        await progress.ack(msg)
+        seen += decode(IngestProgress, msg.data).stage == stage
 
 
 class SlowEmbedder:

@@ -18,11 +18,21 @@ costs about 2 ms of server CPU per vector, the largest part of what a chunk cost
 Whether the index still holds it is read first (one look-up per batch), so a vector removed in
 the meantime (a document removal) is written again.
 
+Which vector an id keeps: a chunk's text is its id's, so the document writer keeps the later message's
+vector.  An entity has a definition in every chunk that names it, and chunks are extracted several at
+once (and by replicas), so "the later message" would make its vector depend on arrival order: the
+graph writer keeps the vector of the entity's longest definition instead (ties: the lesser digest),
+and does not write a definition it does not prefer over the one it stored.  Two loads of a corpus
+through one writer therefore store the same entity vectors, and a query picks the same seed
+entities from both.  The writer knows what it stored from memory (its last
+:data:`REMEMBERED_VECTORS`), so after a restart, or across replicas, the first definition to arrive
+is written and a longer one replaces it.
+
 Pipelining: a writer keeps :data:`PARALLEL_BATCHES` batches in flight, so the next batch is being
 embedded while one waits for its vectors (the embedder spreads them over the cores; with one batch
 at a time, a document's first chunk embedded alone left the other core idle).  Batches are
 embedded at once but stored in the order they started, so for an id in two batches in flight the
-later message still wins, as one by one.
+later message still wins, as one by one (an entity's preferred definition wins, whichever batch holds it).
 """
 
 from __future__ import annotations
@@ -61,6 +71,9 @@ class _Job:
 
 class _VectorWriter(StoreBackedProcessor, Processor):
     kind = ""
+    #: For an id written again from another source: ``False`` keeps the later message's vector, ``True``
+    #: the one from the preferred source (the lesser :meth:`source_mark`), whatever order they come in.
+    keeps_preferred_source = False
 
     def __init__(self, *, vector_index=None, batch_concurrency: int = DEFAULT_CONCURRENCY,
                  max_batch_texts: int = MAX_BATCH_TEXTS, **params):
@@ -79,8 +92,8 @@ class _VectorWriter(StoreBackedProcessor, Processor):
                                 parallel=PARALLEL_BATCHES, name=f"{self.id}-batches")
         #: set once the batch started last has stored its vectors (or given up): the next one stores after it
         self._last_store: asyncio.Future | None = None
-        #: (user, collection, id) -> digest of the (text, label, document id) its stored vector was made from
-        self._written: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
+        #: (user, collection, id) -> mark of the (text, label, document id) its stored vector was made from
+        self._written: OrderedDict[tuple[str, str, str], tuple[int, bytes]] = OrderedDict()
 
     async def embed(self, texts: list[str]) -> tuple[list[list[float]], str]:
         resp = raise_on_error("embeddings", await self.client("embeddings").request(EmbeddingsRequest(texts=texts)))
@@ -110,35 +123,57 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         finally:
             stored.set_result(None)
 
+    def source_mark(self, text: str, label: str, document_id: str) -> tuple[int, bytes]:
+        """What a vector was made from, in a few bytes: equal marks, same source.
+
+        Where :attr:`keeps_preferred_source`, the lesser mark is the preferred source.
+        """
+        return (0, _digest((text, label, document_id)))
+
     async def _embed_and_store_after(self, batch: list[_Job], previous: asyncio.Future | None) -> None:
         """Embed ``batch`` now, and store its vectors once the batch started before it is done storing."""
-        latest: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-        for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one
+        chosen: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        marks: dict[tuple[str, str, str], tuple[int, bytes]] = {}
+        for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one ...
             for i, text, label, doc in job.items:
-                latest.pop((job.user, job.collection, i), None)
-                latest[(job.user, job.collection, i)] = (text, label, doc)
-        digests = {key: _digest(item) for key, item in latest.items()}
-        repeated = [key for key, d in digests.items() if self._written.get(key) == d]
-        if repeated:
-            for key in await asyncio.to_thread(self._still_stored, repeated):
-                del latest[key]
-        if not latest:
+                key, mark = (job.user, job.collection, i), self.source_mark(text, label, doc)
+                if self.keeps_preferred_source and key in marks and marks[key] <= mark:
+                    continue  # ... unless the writer keeps the preferred source
+                chosen.pop(key, None)
+                chosen[key] = (text, label, doc)
+                marks[key] = mark
+        seen = {key: self._written.get(key) for key in chosen}  # what this writer had stored when the batch began
+        known = [key for key, mark in marks.items() if self._holds_as_good(seen[key], mark)]
+        if known:
+            for key in await asyncio.to_thread(self._still_stored, known):
+                del chosen[key]
+        if not chosen:
             return
-        texts = list(dict.fromkeys(text for text, _label, _doc in latest.values()))
+        texts = list(dict.fromkeys(text for text, _label, _doc in chosen.values()))
         vectors, model = await self.embed(texts)
         vector_of = dict(zip(texts, vectors, strict=True))
-        groups: dict[tuple[str, str], list[VectorItem]] = {}
-        for (user, collection, i), (text, label, doc) in latest.items():
-            groups.setdefault((user, collection), []).append(
-                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc))
         if previous is not None:
             await asyncio.wait({previous})  # not cancelled with this batch: it is the earlier batch's
+        # the batches started before this one have stored now; one of them may have stored a preferred source
+        for key in [key for key in chosen if self._written.get(key) != seen[key]
+                    and self._holds_as_good(self._written.get(key), marks[key])]:
+            del chosen[key]
+        groups: dict[tuple[str, str], list[VectorItem]] = {}
+        for (user, collection, i), (text, label, doc) in chosen.items():
+            groups.setdefault((user, collection), []).append(
+                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc))
         await asyncio.to_thread(self._upsert_groups, model, groups)
-        for key in latest:
+        for key in chosen:
             self._written.pop(key, None)
-            self._written[key] = digests[key]
+            self._written[key] = marks[key]
         while len(self._written) > REMEMBERED_VECTORS:
             self._written.popitem(last=False)
+
+    def _holds_as_good(self, stored: tuple[int, bytes] | None, mark: tuple[int, bytes]) -> bool:
+        """Whether a vector stored from ``stored`` makes one from ``mark`` unneeded."""
+        if stored is None:
+            return False
+        return stored == mark or (self.keeps_preferred_source and stored < mark)
 
     def _still_stored(self, keys: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Those of ``keys`` whose vector the index holds."""
@@ -163,6 +198,12 @@ class GraphEmbeddingsWriter(_VectorWriter):
 
     default_id = "graph-embeddings-write"
     kind = "graph"
+    keeps_preferred_source = True
+
+    def source_mark(self, text: str, label: str, document_id: str) -> tuple[int, bytes]:
+        """The longest definition is preferred (ties: the lesser digest), so an entity's vector does not
+        depend on the order its chunks' extractions arrive in: two loads of a corpus store the same vectors."""
+        return (-len(text), _digest((text, label, document_id)))
 
     def __init__(self, **params):
         super().__init__(**params)
