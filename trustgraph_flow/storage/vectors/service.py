@@ -25,8 +25,8 @@ graph writer keeps the vector of the entity's longest definition instead (ties: 
 and does not write a definition it does not prefer over the one it stored.  Two loads of a corpus
 through one writer therefore store the same entity vectors, and a query picks the same seed
 entities from both.  The writer knows what it stored from memory (its last
-:data:`REMEMBERED_VECTORS`), so after a restart, or across replicas, the first definition to arrive
-is written and a longer one replaces it.
+:data:`REMEMBERED_VECTORS`), so after a restart, or across replicas, the first definition a writer
+sees of an entity replaces the stored vector, and only longer ones after it.
 
 Pipelining: a writer keeps :data:`PARALLEL_BATCHES` batches in flight, so the next batch is being
 embedded while one waits for its vectors (the embedder spreads them over the cores; with one batch
