@@ -219,6 +219,50 @@ def test_existing_ids_names_the_ids_that_have_a_vector(vec):
     assert index.existing_ids(user, "c", []) == set()
 
 
+def test_each_vector_keeps_the_source_mark_its_writer_gave(vec):
+    """A writer in another process reads what a stored vector was made from (empty: not given)."""
+    index, user = vec.open(), vec.user()
+    assert index.stored_sources(user, "c", ["urn:e:0"]) == {}  # nothing written yet
+    data = unit_rows(3, 8, seed=12)
+    index.upsert(user, "c", MODEL, [VectorItem("urn:e:0", data[0], source=b"\x00mark-0"),
+                                    VectorItem("urn:e:1", data[1], source=b"m" * 64),
+                                    VectorItem("urn:e:2", data[2])])
+    assert index.stored_sources(user, "c", ["urn:e:0", "urn:e:1", "urn:e:2", "urn:e:3", "urn:e:0"]) == {
+        "urn:e:0": b"\x00mark-0", "urn:e:1": b"m" * 64, "urn:e:2": b""}
+    index.upsert(user, "c", MODEL, [VectorItem("urn:e:0", data[1], source=b"another")])
+    assert index.stored_sources(user, "c", "urn:e:0") == {"urn:e:0": b"another"}
+    assert index.stored_sources(user, "other", ["urn:e:0"]) == {}
+    index.delete_ids(user, "c", ["urn:e:1"])
+    assert index.stored_sources(user, "c", ["urn:e:1", "urn:e:2"]) == {"urn:e:2": b""}
+    for bad, message in (("text", "source must be bytes"), (b"x" * 65, "at most 64")):
+        with pytest.raises(InvalidQuery, match=message):
+            index.upsert(user, "c", MODEL, [VectorItem("urn:e:5", data[0], source=bad)])  # type: ignore[arg-type]
+    assert index.stored_sources(user, "c", ["urn:e:5"]) == {}
+
+
+def test_an_index_made_before_vectors_kept_their_source_gains_the_column(vec, request):
+    """A file or table written by an earlier version (no ``source`` column) gets the column on first use: its
+    vectors read as having no mark, are still found, and new writes keep theirs."""
+    index, user = vec.open(), vec.user()
+    data = unit_rows(2, 8, seed=13)
+    index.upsert(user, "c", MODEL, [VectorItem("urn:e:0", data[0], source=b"old")])
+    index.close()
+    if vec.backend == "sqlite":
+        conn = sqlite3.connect(user_file("vectors", user, home=vec.options["home"]))
+        try:
+            conn.execute("ALTER TABLE vectors DROP COLUMN source")
+        finally:
+            conn.close()
+    else:
+        session = request.getfixturevalue("cassandra_session")
+        session.execute(f"ALTER TABLE {storage_name('tg', user)}.graph_embeddings_8 DROP source", timeout=120)
+    reopened = vec.open()
+    assert reopened.stored_sources(user, "c", ["urn:e:0"]) == {"urn:e:0": b""}
+    assert reopened.search(user, "c", MODEL, data[0].tolist(), limit=1)[0].id == "urn:e:0"
+    reopened.upsert(user, "c", MODEL, [VectorItem("urn:e:1", data[1], source=b"new")])
+    assert reopened.stored_sources(user, "c", ["urn:e:0", "urn:e:1"]) == {"urn:e:0": b"", "urn:e:1": b"new"}
+
+
 # ----------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("bad_vector, message", [

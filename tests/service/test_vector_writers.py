@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -131,22 +132,28 @@ async def test_chunks_that_arrive_together_share_a_request_and_get_their_own_vec
         assert hit.score == pytest.approx(1.0, abs=1e-6)
 
 
-async def test_a_bad_message_is_dead_lettered_alone_and_its_batch_neighbours_are_stored(writers):
+@pytest.mark.parametrize("chunk_id, document_id, reason, embedded_with_them", [
+    ("urn:chunk:" + "x" * 2000, "urn:doc:1", "longer than 1024", False),  # refused by the batch's look-up
+    ("urn:chunk:9", "urn:doc:\x01", "control character", True),  # refused by the write, after embedding
+], ids=["bad-id", "bad-document-id"])
+async def test_a_bad_message_is_dead_lettered_alone_and_its_batch_neighbours_are_stored(
+        writers, chunk_id, document_id, reason, embedded_with_them):
     backend, flow, _graph, document, requests, progress, _procs = writers
     queue = flow_queue("chunks", flow)
     dlq = await backend.subscribe(dead_letter_queue(queue), f"inspect-{uuid.uuid4().hex[:8]}", shared=False)
     try:
         chunks = [_chunk(i, t) for i, t in enumerate(TEXTS[:4])]
-        chunks.insert(2, _chunk(9, "a chunk whose id no index accepts", chunk_id="urn:chunk:" + "x" * 2000))
+        bad = "a chunk whose id no index accepts"
+        chunks.insert(2, replace(_chunk(9, bad, chunk_id=chunk_id), document_id=document_id))
         await _send(backend, queue, chunks)
         dead = await dlq.receive(timeout=60)
         await dlq.ack(dead)
         assert decode(Chunk, dead.data).chunk_index == 9
-        assert "longer than 1024" in dead.properties["dlq-reason"]
+        assert reason in dead.properties["dlq-reason"]
         assert await _progress_items(progress, "doc-embedded", 4) == {f"urn:chunk:{i}" for i in range(4)}
         assert document.index_info(USER, COLLECTION).count == 4
-        bad = "a chunk whose id no index accepts"
-        assert any(bad in r and len(r) > 1 for r in requests["document"])  # it was batched with good ones
+        # when its look-up passed, it was embedded with good ones (their batch failed at the write)
+        assert any(bad in r and len(r) > 1 for r in requests["document"]) == embedded_with_them
         with pytest.raises(ReceiveTimeout):
             await dlq.receive(timeout=0.3)
     finally:
@@ -238,6 +245,53 @@ async def test_an_entity_keeps_the_vector_of_its_longest_definition_whatever_ord
     assert forwards[("the discoverer of polonium", curie)] == pytest.approx(1.0, abs=1e-6)
     assert max(forwards[(text, radon)] for text in ("a radioactive noble gas", "a heavy radioactive gas")) \
         == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_a_writer_started_afresh_does_not_store_again_what_the_index_holds(writers):
+    """Each vector is stored with its source mark, so writers that start afresh (a restart, a replica, the next
+    ``tg-load-document`` run) neither embed a chunk stored from the same text again nor replace an entity's longer
+    definition with a shorter one; what is new is still written."""
+    backend, flow, graph, document, _requests, progress, procs = writers
+    curie = iri("urn:e:marie-curie")
+
+    async def mention(n: int, context: str) -> None:
+        await _send(backend, flow_queue("entity-contexts", flow), [EntityContexts(
+            metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER, collection=COLLECTION),
+            chunk_id=f"urn:chunk:{n}", entities=[EntityContext(curie, "Marie Curie", context)])])
+        assert await _progress_items(progress, "graph-embedded", 1) == {f"urn:chunk:{n}"}
+
+    async def chunk(text: str) -> None:
+        await _send(backend, flow_queue("chunks", flow), [_chunk(0, text)])
+        assert await _progress_items(progress, "doc-embedded", 1) == {"urn:chunk:0"}
+
+    await chunk(TEXTS[0])
+    await mention(0, "the discoverer of polonium")
+    for writer in procs.values():
+        await writer.stop()
+    fresh = [GraphEmbeddingsWriter(backend=backend, flow=flow, vector_index=graph),
+             DocumentEmbeddingsWriter(backend=backend, flow=flow, vector_index=document)]
+    requests: dict[str, list[str]] = {"graph": [], "document": []}
+    for writer in fresh:
+        def counting(texts, writer=writer, original=writer.embed):
+            requests[writer.kind] += texts
+            return original(texts)
+        writer.embed = counting
+        await writer.start()
+    try:
+        await chunk(TEXTS[0])  # the same text: not embedded again
+        await mention(1, "Marie Curie")  # shorter than the stored definition: neither embedded nor written
+        assert requests == {"graph": [], "document": []}
+        await chunk(TEXTS[1])  # new text for the chunk: the later message wins
+        await mention(2, "the discoverer of polonium and radium")  # longer: replaces the stored vector
+        assert requests == {"graph": ["the discoverer of polonium and radium"], "document": [TEXTS[1]]}
+        alone = LocalEmbedder(cache_size=0, workers=1)
+        for index, item, text in ((graph, curie.value, "the discoverer of polonium and radium"),
+                                  (document, "urn:chunk:0", TEXTS[1])):
+            hit = index.search(USER, COLLECTION, alone.model_id, alone.embed([text])[0], limit=1)[0]
+            assert hit.id == item and hit.score == pytest.approx(1.0, abs=1e-6)
+    finally:
+        for writer in fresh:
+            await writer.stop()
 
 
 def _similarities(index, collection: str, probes: list[str]) -> dict[tuple[str, str], float]:

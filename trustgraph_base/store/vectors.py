@@ -36,7 +36,7 @@ from .registry import VECTOR_INDEXES
 __all__ = [
     "VectorIndex", "VectorItem", "VectorHit", "IndexInfo", "ModelMismatch", "open_vector_index",
     "KINDS", "MAX_DIMENSION", "MAX_SEARCH_LIMIT", "MAX_MODEL_ID_LENGTH",
-    "check_kind", "check_model_id", "check_item_id", "check_limit", "normalise",
+    "MAX_SOURCE_LENGTH", "check_kind", "check_model_id", "check_item_id", "check_limit", "normalise",
     "prepare_items", "require_model",
     "InvalidQuery", "NotFound", "StoreError", "StoreUnavailable",
 ]
@@ -53,6 +53,8 @@ MAX_MODEL_ID_LENGTH = 256
 MAX_ID_LENGTH = 1024
 #: Longest label kept with a vector (characters).
 MAX_LABEL_LENGTH = 64 * 1024
+#: Longest source mark kept with a vector (bytes).
+MAX_SOURCE_LENGTH = 64
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -63,12 +65,17 @@ class ModelMismatch(InvalidQuery):
 
 @dataclass(frozen=True, slots=True)
 class VectorItem:
-    """One vector to store: ``id`` is the entity IRI (graph) or chunk URI (document)."""
+    """One vector to store: ``id`` is the entity IRI (graph) or chunk URI (document).
+
+    ``source`` is what the vector was made from, as its writer marks it (a few bytes, stored with the
+    vector; empty: not known), so a writer in another process can tell whether it would store the same.
+    """
 
     id: str
     vector: Sequence[float]
     label: str = ""
     document_id: str = ""
+    source: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,10 @@ class VectorIndex(Protocol):
 
     def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` have a vector (a loader confirms from it that a document's vectors are stored)."""
+        ...
+
+    def stored_sources(self, user: str, collection: str, ids: Sequence[str]) -> dict[str, bytes]:
+        """The source mark stored with each of ``ids`` that has a vector (``b""`` where none was given)."""
         ...
 
     def delete_ids(self, user: str, collection: str, ids: Sequence[str]) -> int:
@@ -218,6 +229,8 @@ def prepare_items(items: Sequence[VectorItem]) -> tuple[list[VectorItem], np.nda
         check_item_id(item.id, f"items[{i}].id")
         _check_text(item.label, f"items[{i}].label", MAX_LABEL_LENGTH, allow_empty=True)
         _check_text(item.document_id, f"items[{i}].document_id", MAX_ID_LENGTH, allow_empty=True)
+        if type(item.source) is not bytes or len(item.source) > MAX_SOURCE_LENGTH:
+            raise InvalidQuery(f"items[{i}].source must be bytes, at most {MAX_SOURCE_LENGTH} of them")
         latest[item.id] = i
     chosen = [items[i] for i in sorted(latest.values())]
     if not chosen:
@@ -264,6 +277,25 @@ class VectorIndexBase:
     def _upsert(self, user: str, collection: str, model_id: str, chosen: list[VectorItem],
                 vectors: np.ndarray) -> int:
         """Write the checked ``chosen`` items with their normalised ``vectors`` (one row each, in order)."""
+        raise NotImplementedError
+
+    def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` have a vector."""
+        return set(self.stored_sources(user, collection, ids))
+
+    def stored_sources(self, user: str, collection: str, ids: Sequence[str]) -> dict[str, bytes]:
+        """The source mark stored with each of ``ids`` that has a vector (``b""`` where none was given).
+
+        :param ids: ids to look up (a single string counts as one id).
+        """
+        check_names(user, collection)
+        if isinstance(ids, (str, bytes)):
+            ids = [ids]
+        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
+        return self._stored_sources(user, collection, unique) if unique else {}
+
+    def _stored_sources(self, user: str, collection: str, ids: list[str]) -> dict[str, bytes]:
+        """:meth:`stored_sources` of the checked, distinct, non-empty ``ids``."""
         raise NotImplementedError
 
     def search(self, user: str, collection: str, model_id: str, vector: Sequence[float],

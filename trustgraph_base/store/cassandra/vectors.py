@@ -5,7 +5,9 @@ Tables in the user's keyspace (``storage_name("tg", user)``, shared with the tri
 * ``vector_index_info ((kind, collection))`` — model id, dimension and shard count, recorded by
   the first write with a lightweight transaction so concurrent first writers agree on one model.
 * ``graph_embeddings_{n}`` / ``document_embeddings_{n}`` — one table per kind and dimension,
-  ``PRIMARY KEY ((collection, shard), id)``; SAI indexes on ``vector`` (COSINE) and ``document_id``.
+  ``PRIMARY KEY ((collection, shard), id)``, with each vector's label, document id and source mark;
+  SAI indexes on ``vector`` (COSINE) and ``document_id``.  A table made before vectors kept their source
+  mark gets the ``source`` column when a process first uses it (``ALTER TABLE ... ADD IF NOT EXISTS``).
   A search is ``WHERE collection = ? AND shard = ? ORDER BY vector ANN OF ? LIMIT ?`` per shard,
   run concurrently and merged.
 
@@ -73,8 +75,9 @@ MAX_SHARDS = 64
 _INFO_TABLE = """CREATE TABLE IF NOT EXISTS {ks}.vector_index_info (
     kind text, collection text, model_id text, dimension int, shards int, PRIMARY KEY ((kind, collection)))"""
 _DATA_TABLE = """CREATE TABLE IF NOT EXISTS {ks}.{table} (
-    collection text, shard int, id text, vector vector<float, {dim}>, label text, document_id text,
+    collection text, shard int, id text, vector vector<float, {dim}>, label text, document_id text, source blob,
     PRIMARY KEY ((collection, shard), id))"""
+_SOURCE_COLUMN = "ALTER TABLE {ks}.{table} ADD IF NOT EXISTS source blob"
 _DATA_INDEXES = (
     "CREATE CUSTOM INDEX IF NOT EXISTS {table}_vector ON {ks}.{table} (vector) USING 'StorageAttachedIndex' "
     "WITH OPTIONS = {{'similarity_function': 'COSINE'}}",
@@ -93,11 +96,11 @@ class _Table:
     def __init__(self, session: Session, ks: str, table: str):
         p = session.prepare
         where = "WHERE collection = ? AND shard = ?"
-        self.insert = p(f"INSERT INTO {ks}.{table} (collection, shard, id, vector, label, document_id) "
-                        f"VALUES (?, ?, ?, ?, ?, ?)")
+        self.insert = p(f"INSERT INTO {ks}.{table} (collection, shard, id, vector, label, document_id, source) "
+                        f"VALUES (?, ?, ?, ?, ?, ?, ?)")
         self.search = p(f"SELECT id, label, document_id, similarity_cosine(vector, ?) AS score FROM {ks}.{table} "
                         f"{where} ORDER BY vector ANN OF ? LIMIT ?")
-        self.existing = p(f"SELECT id FROM {ks}.{table} {where} AND id IN ?")
+        self.existing = p(f"SELECT id, source FROM {ks}.{table} {where} AND id IN ?")
         self.by_document = p(f"SELECT id FROM {ks}.{table} {where} AND document_id = ?")
         self.count = p(f"SELECT count(*) FROM {ks}.{table} {where}")
         self.delete = p(f"DELETE FROM {ks}.{table} {where} AND id = ?")
@@ -183,10 +186,19 @@ class CassandraVectorIndex(VectorIndexBase):
                                       timeout=DDL_TIMEOUT)
                 for ddl in _DATA_INDEXES:
                     self._session.execute(ddl.format(ks=ks.name, table=name), timeout=DDL_TIMEOUT)
+            self._add_source_column(ks.name, name)
             table = _Table(self._session, ks.name, name)
             with self._lock:
                 self._tables[key] = table
         return table
+
+    def _add_source_column(self, ks: str, table: str) -> None:
+        """Give a table made before vectors kept their source mark the ``source`` column (read first: DDL is slow)."""
+        columns = self._session.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s "
+                                        "AND table_name = %s", (ks, table))
+        names = {row.column_name for row in columns}
+        if names and "source" not in names:
+            self._session.execute(_SOURCE_COLUMN.format(ks=ks, table=table), timeout=DDL_TIMEOUT)
 
     def _info(self, ks: _Keyspace, collection: str, fresh: bool) -> tuple[str, int, int] | None:
         """(model_id, dimension, shards) of the collection's index, or ``None``."""
@@ -276,7 +288,7 @@ class CassandraVectorIndex(VectorIndexBase):
             table = self._table(ks, dimension, create=True)
         shards = info[2]
         self._write_rows(table.insert, [(collection, shard_of(item.id, shards), item.id, vector, item.label,
-                                         item.document_id)
+                                         item.document_id, item.source)
                                         for item, vector in zip(chosen, vectors.tolist(), strict=True)], what)
         return len(chosen)
 
@@ -285,14 +297,15 @@ class CassandraVectorIndex(VectorIndexBase):
         return len(ids)
 
     def _existing(self, ks: _Keyspace, collection: str, ids: Sequence[str],
-                  what: str) -> tuple[_Table | None, int, list[str]]:
-        """``(table, shards, the ids of ids that have a row)``; ``(None, 0, [])`` when nothing was written."""
+                  what: str) -> tuple[_Table | None, int, dict[str, bytes]]:
+        """``(table, shards, {id: source mark} of the ids of ids that have a row)``; ``(None, 0, {})`` when
+        nothing was written."""
         if isinstance(ids, (str, bytes)):
             ids = [ids]
         unique = list(dict.fromkeys(check_item_id(i) for i in ids))
         info = self._info(ks, collection, fresh=True)
         if info is None or not unique:
-            return None, 0, []
+            return None, 0, {}
         table = self._table(ks, info[1], create=False)
         shards = info[2]
         by_shard: dict[int, list[str]] = {}
@@ -301,14 +314,12 @@ class CassandraVectorIndex(VectorIndexBase):
         pages = self._run_all(table.existing, [(collection, shard, ids[i:i + 100])
                                                for shard, ids in by_shard.items()
                                                for i in range(0, len(ids), 100)], what)
-        return table, shards, [row.id for page in pages for row in page]
+        return table, shards, {row.id: bytes(row.source or b"") for page in pages for row in page}
 
-    def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
-        """Which of ``ids`` have a vector."""
-        check_names(user, collection)
+    def _stored_sources(self, user: str, collection: str, ids: list[str]) -> dict[str, bytes]:
         ks = self._ks(user)
         with cassandra_errors(f"vector look-up for user {user!r}, collection {collection!r}"):
-            return set(self._existing(ks, collection, ids, f"vector look-up for user {user!r}")[2])
+            return self._existing(ks, collection, ids, f"vector look-up for user {user!r}")[2]
 
     def delete_ids(self, user: str, collection: str, ids: Sequence[str]) -> int:
         """Remove vectors by id.
@@ -322,7 +333,7 @@ class CassandraVectorIndex(VectorIndexBase):
             table, shards, found = self._existing(ks, collection, ids, what)
             if table is None:
                 return 0
-        return self._delete_rows(table, collection, shards, found, what)
+        return self._delete_rows(table, collection, shards, list(found), what)
 
     def delete_document(self, user: str, collection: str, document_id: str) -> int:
         """Remove every vector whose ``document_id`` is ``document_id``.

@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS vectors (
     label       TEXT NOT NULL,
     document_id TEXT NOT NULL,
     vector      BLOB NOT NULL,
+    source      BLOB NOT NULL DEFAULT x'',
     UNIQUE (kind, collection, id)
 );
 CREATE INDEX IF NOT EXISTS vectors_by_document ON vectors (kind, collection, document_id);
@@ -128,6 +129,19 @@ def _graph_lock(key: tuple[str, str, str]) -> threading.Lock:
         return _LOCKS.setdefault(key, threading.Lock())
 
 
+def _add_source_column(conn: sqlite3.Connection) -> None:
+    """Give a file written before vectors kept their source mark the ``source`` column (empty marks)."""
+    def has_it() -> bool:
+        return any(row[1] == "source" for row in conn.execute("PRAGMA table_info(vectors)"))
+
+    if not has_it():
+        try:
+            conn.execute("ALTER TABLE vectors ADD COLUMN source BLOB NOT NULL DEFAULT x''")
+        except sqlite3.OperationalError:
+            if not has_it():  # else another process added it first
+                raise
+
+
 class _UserDb:
     """One user's open vectors file: a connection shared by threads under ``lock``."""
 
@@ -136,6 +150,11 @@ class _UserDb:
         self.path = path
         self.lock = threading.RLock()
         self.conn = open_database(path, _SCHEMA)
+        try:
+            _add_source_column(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
 
     def close(self) -> None:
         with self.lock:
@@ -305,12 +324,12 @@ class SqliteVectorIndex(VectorIndexBase):
                         keys = np.empty(len(chosen), dtype=np.uint64)
                         for i, (item, vector) in enumerate(zip(chosen, vectors, strict=True)):
                             keys[i] = conn.execute(
-                                "INSERT INTO vectors (kind, collection, id, label, document_id, vector) "
-                                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, collection, id) DO UPDATE SET "
-                                "label = excluded.label, document_id = excluded.document_id, vector = excluded.vector "
-                                "RETURNING key",
+                                "INSERT INTO vectors (kind, collection, id, label, document_id, vector, source) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kind, collection, id) DO UPDATE SET "
+                                "label = excluded.label, document_id = excluded.document_id, vector = excluded.vector, "
+                                "source = excluded.source RETURNING key",
                                 (self.kind, collection, item.id, item.label, item.document_id,
-                                 vector.tobytes())).fetchone()[0]
+                                 vector.tobytes(), item.source)).fetchone()[0]
                         version = info[3] + 1
                         conn.execute("UPDATE vector_index SET version = ? WHERE kind = ? AND collection = ?",
                                      (version, self.kind, collection))
@@ -419,22 +438,17 @@ class SqliteVectorIndex(VectorIndexBase):
 
     # ------------------------------------------------------------------ reads
 
-    def existing_ids(self, user: str, collection: str, ids: Sequence[str]) -> set[str]:
-        """Which of ``ids`` have a vector."""
-        check_names(user, collection)
-        if isinstance(ids, (str, bytes)):
-            ids = [ids]
-        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
+    def _stored_sources(self, user: str, collection: str, ids: list[str]) -> dict[str, bytes]:
         db = self._db(user, create=False)
-        if db is None or not unique:
-            return set()
-        found: set[str] = set()
+        if db is None:
+            return {}
+        found: dict[str, bytes] = {}
         with db.lock:
-            for i in range(0, len(unique), 500):
-                part = unique[i:i + 500]
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
                 marks = ",".join("?" * len(part))
-                found.update(r[0] for r in self._sql(
-                    db, f"SELECT id FROM vectors WHERE kind = ? AND collection = ? AND id IN ({marks})",
+                found.update((r[0], bytes(r[1])) for r in self._sql(
+                    db, f"SELECT id, source FROM vectors WHERE kind = ? AND collection = ? AND id IN ({marks})",
                     (self.kind, collection, *part)).fetchall())
         return found
 

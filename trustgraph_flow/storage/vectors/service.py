@@ -11,22 +11,23 @@ after its own vectors are stored; when a batch fails for a reason other than an 
 dependency, its messages are retried one by one, so a bad message never takes its batch
 neighbours down with it.
 
-A vector this writer stored from the same text (and label and document) is not embedded and
-written again while the index still holds it: an entity recurs in most chunks of the document
-that names it, and an index re-indexes every vector it is given (on Cassandra, the SAI index
-costs about 2 ms of server CPU per vector, the largest part of what a chunk costs Cassandra).
-Whether the index still holds it is read first (one look-up per batch), so a vector removed in
-the meantime (a document removal) is written again.
+A vector stored from the same text (and label and document) is not embedded and written again:
+an entity recurs in most chunks of the document that names it, a document loaded again brings the
+same chunks, and an index re-indexes every vector it is given (on Cassandra, the SAI index costs
+about 2 ms of server CPU per vector, the largest part of what a chunk costs Cassandra).  Each vector
+is stored with its source mark (a digest of what it was made from), and a batch reads the marks of
+its ids first (one look-up per batch), so this holds across writer restarts, replicas and separate
+``tg-load-document`` runs, and a vector removed in the meantime (a document removal) is written again.
 
 Which vector an id keeps: a chunk's text is its id's, so the document writer keeps the later message's
 vector.  An entity has a definition in every chunk that names it, and chunks are extracted several at
 once (and by replicas), so "the later message" would make its vector depend on arrival order: the
 graph writer keeps the vector of the entity's longest definition instead (ties: the lesser digest),
-and does not write a definition it does not prefer over the one it stored.  Two loads of a corpus
-through one writer therefore store the same entity vectors, and a query picks the same seed
-entities from both.  The writer knows what it stored from memory (its last
-:data:`REMEMBERED_VECTORS`), so after a restart, or across replicas, the first definition a writer
-sees of an entity replaces the stored vector, and only longer ones after it.
+and does not write a definition it does not prefer over the one stored.  Two loads of a corpus, in
+any order and by any writers, therefore store the same entity vectors, and a query picks the same
+seed entities from both.  One race remains: two writers (replicas) that read an entity's mark at
+the same moment both write, and the later write stays even if it is the shorter definition; the
+next load that brings the longer one replaces it.
 
 Pipelining: a writer keeps :data:`PARALLEL_BATCHES` batches in flight, so the next batch is being
 embedded while one waits for its vectors (the embedder spreads them over the cores; with one batch
@@ -56,8 +57,10 @@ DEFAULT_CONCURRENCY = 16
 MAX_BATCH_TEXTS = 64
 #: Batches a writer embeds at once (see the module docstring).
 PARALLEL_BATCHES = 2
-#: Vectors a writer remembers having stored (their ids and a digest of what they were made from).
+#: Vectors a writer remembers having stored (their ids and source marks), for batches in flight.
 REMEMBERED_VECTORS = 50_000
+#: Length field of a graph source mark: definitions longer than this compare as this long.
+_LENGTH_MAX = 0xFFFF_FFFF
 
 
 @dataclass
@@ -92,8 +95,8 @@ class _VectorWriter(StoreBackedProcessor, Processor):
                                 parallel=PARALLEL_BATCHES, name=f"{self.id}-batches")
         #: set once the batch started last has stored its vectors (or given up): the next one stores after it
         self._last_store: asyncio.Future | None = None
-        #: (user, collection, id) -> mark of the (text, label, document id) its stored vector was made from
-        self._written: OrderedDict[tuple[str, str, str], tuple[int, bytes]] = OrderedDict()
+        #: (user, collection, id) -> source mark of the vector this writer stored last for it
+        self._written: OrderedDict[tuple[str, str, str], bytes] = OrderedDict()
 
     async def embed(self, texts: list[str]) -> tuple[list[list[float]], str]:
         resp = raise_on_error("embeddings", await self.client("embeddings").request(EmbeddingsRequest(texts=texts)))
@@ -123,17 +126,17 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         finally:
             stored.set_result(None)
 
-    def source_mark(self, text: str, label: str, document_id: str) -> tuple[int, bytes]:
-        """What a vector was made from, in a few bytes: equal marks, same source.
+    def source_mark(self, text: str, label: str, document_id: str) -> bytes:
+        """What a vector was made from, in a few bytes stored with it: equal marks, same source.
 
-        Where :attr:`keeps_preferred_source`, the lesser mark is the preferred source.
+        Where :attr:`keeps_preferred_source`, the lesser mark (compared as bytes) is the preferred source.
         """
-        return (0, _digest((text, label, document_id)))
+        return _digest((text, label, document_id))
 
     async def _embed_and_store_after(self, batch: list[_Job], previous: asyncio.Future | None) -> None:
         """Embed ``batch`` now, and store its vectors once the batch started before it is done storing."""
         chosen: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-        marks: dict[tuple[str, str, str], tuple[int, bytes]] = {}
+        marks: dict[tuple[str, str, str], bytes] = {}
         for job in batch:  # in arrival order: for a repeated id the later message wins, as one by one ...
             for i, text, label, doc in job.items:
                 key, mark = (job.user, job.collection, i), self.source_mark(text, label, doc)
@@ -142,11 +145,10 @@ class _VectorWriter(StoreBackedProcessor, Processor):
                 chosen.pop(key, None)
                 chosen[key] = (text, label, doc)
                 marks[key] = mark
-        seen = {key: self._written.get(key) for key in chosen}  # what this writer had stored when the batch began
-        known = [key for key, mark in marks.items() if self._holds_as_good(seen[key], mark)]
-        if known:
-            for key in await asyncio.to_thread(self._still_stored, known):
-                del chosen[key]
+        remembered = {key: self._written.get(key) for key in chosen}  # what this writer had stored when it began
+        stored = await asyncio.to_thread(self._stored_marks, list(chosen))
+        for key in [key for key in chosen if self._holds_as_good(stored.get(key), marks[key])]:
+            del chosen[key]
         if not chosen:
             return
         texts = list(dict.fromkeys(text for text, _label, _doc in chosen.values()))
@@ -155,13 +157,14 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         if previous is not None:
             await asyncio.wait({previous})  # not cancelled with this batch: it is the earlier batch's
         # the batches started before this one have stored now; one of them may have stored a preferred source
-        for key in [key for key in chosen if self._written.get(key) != seen[key]
+        for key in [key for key in chosen if self._written.get(key) != remembered[key]
                     and self._holds_as_good(self._written.get(key), marks[key])]:
             del chosen[key]
         groups: dict[tuple[str, str], list[VectorItem]] = {}
-        for (user, collection, i), (text, label, doc) in chosen.items():
+        for key, (text, label, doc) in chosen.items():
+            user, collection, i = key
             groups.setdefault((user, collection), []).append(
-                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc))
+                VectorItem(id=i, vector=vector_of[text], label=label, document_id=doc, source=marks[key]))
         await asyncio.to_thread(self._upsert_groups, model, groups)
         for key in chosen:
             self._written.pop(key, None)
@@ -169,19 +172,20 @@ class _VectorWriter(StoreBackedProcessor, Processor):
         while len(self._written) > REMEMBERED_VECTORS:
             self._written.popitem(last=False)
 
-    def _holds_as_good(self, stored: tuple[int, bytes] | None, mark: tuple[int, bytes]) -> bool:
-        """Whether a vector stored from ``stored`` makes one from ``mark`` unneeded."""
-        if stored is None:
+    def _holds_as_good(self, stored: bytes | None, mark: bytes) -> bool:
+        """Whether a vector stored from ``stored`` (``None`` or empty: no vector, or its source unknown) makes
+        one from ``mark`` unneeded."""
+        if not stored:
             return False
         return stored == mark or (self.keeps_preferred_source and stored < mark)
 
-    def _still_stored(self, keys: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-        """Those of ``keys`` whose vector the index holds."""
+    def _stored_marks(self, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], bytes]:
+        """The source mark of each of ``keys`` whose vector the index holds."""
         ids: dict[tuple[str, str], list[str]] = {}
         for user, collection, i in keys:
             ids.setdefault((user, collection), []).append(i)
-        return [(user, collection, i) for (user, collection), wanted in ids.items()
-                for i in self.index.existing_ids(user, collection, wanted)]
+        return {(user, collection, i): mark for (user, collection), wanted in ids.items()
+                for i, mark in self.index.stored_sources(user, collection, wanted).items()}
 
     def _upsert_groups(self, model: str, groups: dict[tuple[str, str], list[VectorItem]]) -> None:
         for (user, collection), items in groups.items():
@@ -200,10 +204,14 @@ class GraphEmbeddingsWriter(_VectorWriter):
     kind = "graph"
     keeps_preferred_source = True
 
-    def source_mark(self, text: str, label: str, document_id: str) -> tuple[int, bytes]:
+    def source_mark(self, text: str, label: str, document_id: str) -> bytes:
         """The longest definition is preferred (ties: the lesser digest), so an entity's vector does not
-        depend on the order its chunks' extractions arrive in: two loads of a corpus store the same vectors."""
-        return (-len(text), _digest((text, label, document_id)))
+        depend on the order its chunks' extractions arrive in: two loads of a corpus store the same vectors.
+
+        The mark is the definition's length subtracted from :data:`_LENGTH_MAX` (4 bytes, big-endian),
+        then the digest: as bytes, a longer definition's mark is the lesser.
+        """
+        return (_LENGTH_MAX - min(len(text), _LENGTH_MAX)).to_bytes(4, "big") + _digest((text, label, document_id))
 
     def __init__(self, **params):
         super().__init__(**params)
