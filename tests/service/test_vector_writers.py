@@ -117,6 +117,14 @@ async def _progress_items(progress, stage: str, n: int) -> set[str]:
     return items
 
 
+async def _mention(backend, flow: str, progress, n: int, entity, context: str) -> None:
+    """Send chunk ``n``'s extraction naming ``entity`` (Marie Curie) with ``context``; wait until it is stored."""
+    await _send(backend, flow_queue("entity-contexts", flow), [EntityContexts(
+        metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER, collection=COLLECTION),
+        chunk_id=f"urn:chunk:{n}", entities=[EntityContext(entity, "Marie Curie", context)])])
+    assert await _progress_items(progress, "graph-embedded", 1) == {f"urn:chunk:{n}"}
+
+
 async def test_chunks_that_arrive_together_share_a_request_and_get_their_own_vectors(writers):
     backend, flow, _graph, document, requests, progress, _procs = writers
     await _send(backend, flow_queue("chunks", flow), [_chunk(i, t) for i, t in enumerate(TEXTS)])
@@ -199,10 +207,7 @@ async def test_a_vector_stored_from_the_same_text_is_not_written_again_while_it_
     curie = iri("urn:e:marie-curie")
 
     async def mention(n: int, context: str) -> None:
-        await _send(backend, flow_queue("entity-contexts", flow), [EntityContexts(
-            metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER, collection=COLLECTION),
-            chunk_id=f"urn:chunk:{n}", entities=[EntityContext(curie, "Marie Curie", context)])])
-        assert await _progress_items(progress, "graph-embedded", 1) == {f"urn:chunk:{n}"}
+        await _mention(backend, flow, progress, n, curie, context)
 
     def embedded() -> list[str]:
         return [t for r in requests["graph"] for t in r]
@@ -255,10 +260,7 @@ async def test_a_writer_started_afresh_does_not_store_again_what_the_index_holds
     curie = iri("urn:e:marie-curie")
 
     async def mention(n: int, context: str) -> None:
-        await _send(backend, flow_queue("entity-contexts", flow), [EntityContexts(
-            metadata=Metadata(id=f"urn:chunk:{n}", root="urn:doc:a", user=USER, collection=COLLECTION),
-            chunk_id=f"urn:chunk:{n}", entities=[EntityContext(curie, "Marie Curie", context)])])
-        assert await _progress_items(progress, "graph-embedded", 1) == {f"urn:chunk:{n}"}
+        await _mention(backend, flow, progress, n, curie, context)
 
     async def chunk(text: str) -> None:
         await _send(backend, flow_queue("chunks", flow), [_chunk(0, text)])
