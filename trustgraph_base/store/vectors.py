@@ -37,7 +37,7 @@ __all__ = [
     "VectorIndex", "VectorItem", "VectorHit", "IndexInfo", "ModelMismatch", "open_vector_index",
     "KINDS", "MAX_DIMENSION", "MAX_SEARCH_LIMIT", "MAX_MODEL_ID_LENGTH",
     "MAX_SOURCE_LENGTH", "check_kind", "check_model_id", "check_item_id", "check_limit", "normalise",
-    "prepare_items", "require_model",
+    "prepare_items", "require_model", "unique_ids",
     "InvalidQuery", "NotFound", "StoreError", "StoreUnavailable",
 ]
 
@@ -185,6 +185,13 @@ def check_item_id(item_id: str, what: str = "vector id") -> str:
     return _check_text(item_id, what, MAX_ID_LENGTH)
 
 
+def unique_ids(ids: Sequence[str]) -> list[str]:
+    """The distinct ids of ``ids``, each checked with :func:`check_item_id`, in order (one string is one id)."""
+    if isinstance(ids, (str, bytes)):
+        ids = [ids]
+    return list(dict.fromkeys(check_item_id(i) for i in ids))
+
+
 def check_limit(limit: int) -> int:
     """Return ``limit`` if it is an int from 1 to :data:`MAX_SEARCH_LIMIT`."""
     if type(limit) is not int or not 1 <= limit <= MAX_SEARCH_LIMIT:
@@ -289,9 +296,7 @@ class VectorIndexBase:
         :param ids: ids to look up (a single string counts as one id).
         """
         check_names(user, collection)
-        if isinstance(ids, (str, bytes)):
-            ids = [ids]
-        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
+        unique = unique_ids(ids)
         return self._stored_sources(user, collection, unique) if unique else {}
 
     def _stored_sources(self, user: str, collection: str, ids: list[str]) -> dict[str, bytes]:

@@ -43,6 +43,7 @@ from ..vectors import (
     check_item_id,
     check_kind,
     require_model,
+    unique_ids,
 )
 from .connection import CassandraConfig, Session, cassandra_errors, connect, ensure_keyspace
 from .librarian import DDL_TIMEOUT
@@ -296,13 +297,10 @@ class CassandraVectorIndex(VectorIndexBase):
         self._write_rows(table.delete, [(collection, shard_of(i, shards), i) for i in ids], what)
         return len(ids)
 
-    def _existing(self, ks: _Keyspace, collection: str, ids: Sequence[str],
+    def _existing(self, ks: _Keyspace, collection: str, unique: list[str],
                   what: str) -> tuple[_Table | None, int, dict[str, bytes]]:
-        """``(table, shards, {id: source mark} of the ids of ids that have a row)``; ``(None, 0, {})`` when
-        nothing was written."""
-        if isinstance(ids, (str, bytes)):
-            ids = [ids]
-        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
+        """``(table, shards, {id: source mark} of the ids of ``unique`` (distinct, checked) that have a row)``;
+        ``(None, 0, {})`` when nothing was written."""
         info = self._info(ks, collection, fresh=True)
         if info is None or not unique:
             return None, 0, {}
@@ -327,10 +325,11 @@ class CassandraVectorIndex(VectorIndexBase):
         :returns: how many of ``ids`` existed.
         """
         check_names(user, collection)
+        unique = unique_ids(ids)
         ks = self._ks(user)
         what = f"vector delete for user {user!r}, collection {collection!r}"
         with cassandra_errors(what):
-            table, shards, found = self._existing(ks, collection, ids, what)
+            table, shards, found = self._existing(ks, collection, unique, what)
             if table is None:
                 return 0
         return self._delete_rows(table, collection, shards, list(found), what)

@@ -44,6 +44,7 @@ from ..vectors import (
     check_item_id,
     check_kind,
     require_model,
+    unique_ids,
 )
 from .environment import check_data_dir, make_parent, store_file_exists, unavailable
 from .wal import open_database
@@ -390,10 +391,7 @@ class SqliteVectorIndex(VectorIndexBase):
 
         :returns: how many of ``ids`` existed.
         """
-        if isinstance(ids, (str, bytes)):
-            ids = [ids]
-        unique = list(dict.fromkeys(check_item_id(i) for i in ids))
-        return self._delete_where(user, collection, "id = ?", [(i,) for i in unique])
+        return self._delete_where(user, collection, "id = ?", [(i,) for i in unique_ids(ids)])
 
     def delete_document(self, user: str, collection: str, document_id: str) -> int:
         """Remove every vector whose ``document_id`` is ``document_id``.
